@@ -1,0 +1,43 @@
+"""Shared test helpers: run the CLI in-process and capture its exit code and output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from rankkit.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """``tests/data``: small real slices with their PROVENANCE files."""
+    return DATA
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``rankkit ARGS...`` in-process; returns exit code, stdout and stderr."""
+
+    def run(*args: object) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
