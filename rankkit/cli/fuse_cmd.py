@@ -1,0 +1,78 @@
+"""``rankkit fuse``: combine runs (RepBERT's alternating merge, RRF, CombSUM/MNZ, interpolation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rankkit.cli.app import app
+from rankkit.console import log, progress_bar
+from rankkit.errors import RankkitError
+from rankkit.formats.runs import Run, read_run, write_run
+from rankkit.fusion import FUSION_METHODS, check_fusion_options, fuse
+
+
+def parse_weights(text: str) -> list[float]:
+    """``"0.7,0.3"`` -> ``[0.7, 0.3]`` with a one-line error for anything else."""
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise RankkitError(f"--weights must be comma-separated numbers like 0.7,0.3, got {text!r}") from None
+
+
+@app.command("fuse")
+def fuse_command(
+    runs: list[Path] = typer.Argument(
+        ..., metavar="RUN_A RUN_B [RUN ...]", help="Runs to fuse, in order (A first)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Fused run to write (.gz compresses)."),
+    method: str = typer.Option(
+        ..., "--method", "-m", help=f"Fusion method: {', '.join(FUSION_METHODS)}."),
+    depth: Optional[int] = typer.Option(
+        None, "--depth", help="Read each input's top DEPTH (trec_eval order); default all."),
+    k: int = typer.Option(1000, "--k", help="Documents kept per query in the output."),
+    runtag: Optional[str] = typer.Option(
+        None, "--runtag", help="Run tag of the output (default fuse-METHOD)."),
+    rrf_k: Optional[float] = typer.Option(
+        None, "--rrf-k", help="rrf: the constant k in 1/(k + rank) (default 60)."),
+    norm: Optional[str] = typer.Option(
+        None, "--norm", help="combsum/combmnz/interpolate: minmax, zscore or none (default minmax)."),
+    alpha: Optional[float] = typer.Option(
+        None, "--alpha", help="interpolate: weight of run A (default 0.5)."),
+    weights: Optional[str] = typer.Option(
+        None, "--weights", help="rrf/combsum/combmnz: one weight per run, comma separated, e.g. 0.7,0.3."),
+) -> None:
+    """Fuse RUN_A RUN_B [RUN ...] into one run.
+
+    alternate: RepBERT's merge (Eq. 6), A1 B1 A2 B2 ..., first occurrence kept (A+B differs from B+A).
+    rrf: sum over runs of w / (rrf_k + rank).
+    combsum / combmnz: sum of per-query normalised scores (combmnz: times the number of runs
+    returning the document).
+    interpolate: alpha * A + (1 - alpha) * B after normalisation (exactly 2 runs).
+    A document missing from a run gets 0 under minmax, that run's lowest score for the query otherwise.
+    """
+    options: dict[str, object] = {}
+    for name, value in (("rrf_k", rrf_k), ("norm", norm), ("alpha", alpha)):
+        if value is not None:
+            options[name] = value
+    if weights is not None:
+        options["weights"] = parse_weights(weights)
+    tag = runtag or f"fuse-{method}"
+    if not tag or any(ch.isspace() for ch in tag):
+        raise RankkitError(f"--runtag must be one non-empty word, got {tag!r}")
+    # Check method, run count and options before reading (possibly large) inputs.
+    check_fusion_options(method, len(runs), k=k, depth=depth, **options)
+
+    loaded: list[Run] = []
+    with progress_bar("run", transient=True) as bar:
+        task = bar.add_task("reading runs", total=len(runs))
+        for path in runs:
+            loaded.append(read_run(path, depth=depth))
+            bar.advance(task)
+    total = len({qid for run in loaded for qid in run})
+    with progress_bar("q", transient=True) as bar:
+        task = bar.add_task(f"fusing ({method})", total=total)
+        fused = fuse(loaded, method, k=k, depth=depth, on_query=lambda _: bar.advance(task), **options)
+    lines = write_run(output, fused, tag=tag, k=k)
+    log(f"fuse: {method} of {len(runs)} runs -> {output} ({len(fused)} queries, {lines} lines)")

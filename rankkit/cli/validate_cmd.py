@@ -1,0 +1,45 @@
+"""``rankkit validate``: report every problem of a run file, optionally write a fixed copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rankkit.cli.app import app
+from rankkit.console import log, progress_bar
+from rankkit.formats.validate import validate_run, write_fixed_run
+
+
+@app.command("validate")
+def validate_command(
+    run: Path = typer.Argument(..., metavar="RUN", help="Run file to check (TREC format, .gz ok)."),
+    qrels: Optional[Path] = typer.Option(
+        None, "--qrels", help="Also check the run's queries against these judgments."),
+    fix: Optional[Path] = typer.Option(
+        None, "--fix", metavar="OUT", help="Write a cleaned, re-sorted, re-ranked copy."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the summary line."),
+) -> None:
+    """Check a run file and report every problem with its line; --fix writes a clean copy.
+
+    Checks malformed lines, duplicate (qid, docid), non-finite scores, rank column vs trec_eval order,
+    split queries, empty file, and with --qrels queries without judgments.
+    Prints one line per problem (file:line: severity: message [kind]) and a summary on stdout.
+    Exit 0 when clean (info allowed), 1 when anything is wrong (also with --fix: it describes RUN),
+    2 when RUN or QRELS cannot be read.
+    --fix drops malformed and non-finite lines, keeps the best score of duplicates, re-sorts and
+    re-ranks 1..n, keeping the run tag.
+    """
+    with progress_bar("line", transient=True) as bar:
+        task = bar.add_task("validating", total=None)
+        report = validate_run(run, qrels, on_lines=lambda n: bar.advance(task, n))
+    if not quiet:
+        for problem in report.problems:
+            typer.echo(str(problem))
+    typer.echo(report.summary())
+    if fix is not None:
+        lines = write_fixed_run(report, fix)
+        log(f"validate: wrote fixed copy {fix} ({len(report.clean_run)} queries, {lines} lines)")
+    if not report.ok:
+        raise typer.Exit(1)
