@@ -47,6 +47,7 @@ def progress_bar(unit: str = "it", *, transient: bool = False) -> Progress:
     """A rich progress bar on stderr with count, items/s, elapsed time and ETA.
 
     Use as ``with progress_bar("q") as bar: task = bar.add_task("searching", total=n)``.
+    When stderr is not a terminal (logs, CI, pipes) the bar is off: a redrawn bar is noise in a file.
     """
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -59,4 +60,5 @@ def progress_bar(unit: str = "it", *, transient: bool = False) -> Progress:
         TimeRemainingColumn(),
         console=err_console,
         transient=transient,
+        disable=not err_console.is_terminal,
     )

@@ -14,8 +14,17 @@ from rankkit.cli.app import app
 from rankkit.errors import RankkitError
 
 
+# Help lists subcommands in the order a pipeline uses them; unknown ones follow alphabetically.
+PIPELINE_ORDER = ["index", "retrieve", "mine", "train", "rerank", "explain", "fuse", "eval", "validate", "consistency", "doctor"]
+
+
 def _load_commands() -> None:
-    for module in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.endswith("_cmd")):
+    def position(module: str) -> tuple[int, str]:
+        stage = module.removesuffix("_cmd")
+        return (PIPELINE_ORDER.index(stage) if stage in PIPELINE_ORDER else len(PIPELINE_ORDER), stage)
+
+    modules = [m.name for m in pkgutil.iter_modules(__path__) if m.name.endswith("_cmd")]
+    for module in sorted(modules, key=position):
         importlib.import_module(f"{__name__}.{module}")
 
 

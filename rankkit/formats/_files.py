@@ -74,6 +74,10 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
             else:
                 with io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as handle:
                     yield handle
+        # mkstemp creates 0600 files; give the output the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

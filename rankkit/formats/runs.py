@@ -58,13 +58,25 @@ def read_run(path: PathLike, *, depth: int | None = None) -> Run:
     ``depth`` keeps each query's top ``depth`` documents in trec_eval order.
     """
     run: Run = {}
-    for row in iter_run_lines(path):
-        if not math.isfinite(row.score):
-            raise InputError(path, row.line, f"score {row.score} is not finite")
-        docs = run.setdefault(row.qid, {})
-        if row.docid in docs:
-            raise InputError(path, row.line, f"duplicate document {row.docid!r} for query {row.qid!r}")
-        docs[row.docid] = row.score
+    isfinite = math.isfinite
+    # The hot loop parses inline (no RunLine objects): runs can hold millions of lines.
+    for number, text in iter_lines(path, skip_comments=True):
+        fields = text.split()
+        try:
+            qid, _, docid, rank_text, score_text, _tag = fields
+            int(rank_text)
+            score = float(score_text)
+        except ValueError:
+            row = parse_run_line(path, number, text)  # raises the precise error
+            raise AssertionError(f"unreachable: {row}") from None
+        if not isfinite(score):
+            raise InputError(path, number, f"score {score} is not finite")
+        docs = run.get(qid)
+        if docs is None:
+            docs = run[qid] = {}
+        if docid in docs:
+            raise InputError(path, number, f"duplicate document {docid!r} for query {qid!r}")
+        docs[docid] = score
     if depth is not None:
         run = {qid: dict(sort_ranking(docs)[:depth]) for qid, docs in run.items()}
     return run
