@@ -1,0 +1,69 @@
+"""``rankkit mine``: hard-negative training groups from a first-stage run (DenseTrans §4.1, §4.4.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rankkit.cli.app import app
+from rankkit.console import log
+from rankkit.docstore import open_docstore
+from rankkit.errors import InputError, RankkitError
+from rankkit.training.mine import STRATEGIES, MineConfig, mine
+
+
+@app.command("mine")
+def mine_command(
+    run: Path = typer.Option(..., "--run", help="First-stage run to draw negatives from (e.g. BM25)."),
+    qrels: Path = typer.Option(..., "--qrels", help="Judgments: positives are rel >= --min-rel."),
+    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Training groups to write (JSONL; .gz compresses)."
+    ),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
+    index: Optional[Path] = typer.Option(
+        None, "--index", help="...or from this BM25 index's stored raw text."
+    ),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="Where the corpus's docid table is cached [default: beside the corpus]."
+    ),
+    depth: int = typer.Option(100, "--depth", help="Negatives come from the run's top DEPTH."),
+    negatives: int = typer.Option(8, "--negatives", help="Negatives per query."),
+    strategy: str = typer.Option(
+        "random", "--strategy", help=f"How negatives are drawn: {', '.join(STRATEGIES)}."
+    ),
+    skip_top: int = typer.Option(
+        0, "--skip-top", help="Ignore the run's first N ranks (unjudged false negatives)."
+    ),
+    min_rel: int = typer.Option(1, "--min-rel", help="Lowest relevance grade that counts as positive."),
+    seed: int = typer.Option(0, "--seed", help="Seed of --strategy random (mixed with each qid)."),
+) -> None:
+    """Write one training group per query: its judged positives and hard negatives from RUN.
+
+    Negatives are never judged relevant at any grade (rel > 0). Output is the JSONL `rankkit train` reads.
+    """
+    config = MineConfig(
+        depth=depth,
+        negatives=negatives,
+        strategy=strategy,  # type: ignore[arg-type]
+        skip_top=skip_top,
+        min_rel=min_rel,
+        seed=seed,
+    )
+    config.check()
+    if (corpus is None) == (index is None):
+        raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
+    if index is not None and cache_dir is not None:
+        raise RankkitError("--cache-dir applies to --corpus only")
+    for path in (run, qrels, topics):  # before building a (possibly slow) docid table
+        if not path.is_file():
+            raise InputError(
+                path, None, "is a directory, expected a file" if path.is_dir() else "no such file"
+            )
+    with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
+        report = mine(run, qrels, topics, store, output, config)
+    for line in report.lines(negatives):
+        log(line)
+    log(f"wrote {output}")

@@ -1,0 +1,166 @@
+"""``rankkit retrieve --model MODEL``: first-stage retrieval into a TREC run (``bm25`` now).
+
+Each model registers its retrieval function, the index kinds it reads and the model-specific
+options it accepts in :data:`RETRIEVERS`; later models (dense bi-encoders) add an entry and their
+options, and the shared options (index, topics, output, k, threads, runtag, remove-query) stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from rankkit.cli.app import app
+from rankkit.console import log
+from rankkit.errors import RankkitError
+
+
+@dataclass(frozen=True)
+class RetrieveRequest:
+    """Options every model shares, plus the model-specific ones that were given (by option name)."""
+
+    index: Path
+    topics: Path
+    output: Path
+    k: int
+    threads: Optional[int]
+    runtag: Optional[str]
+    remove_query: bool
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retriever:
+    """A registered ``--model``."""
+
+    name: str
+    help: str
+    retrieve: Callable[[RetrieveRequest], None]
+    options: frozenset[str] = frozenset()
+
+
+RETRIEVERS: dict[str, Retriever] = {}
+
+
+def register_retriever(
+    name: str, help: str, options: tuple[str, ...] = ()
+) -> Callable[[Callable[[RetrieveRequest], None]], Callable[[RetrieveRequest], None]]:
+    """Decorator adding a ``--model NAME`` to ``rankkit retrieve``."""
+
+    def add(retrieve: Callable[[RetrieveRequest], None]) -> Callable[[RetrieveRequest], None]:
+        RETRIEVERS[name] = Retriever(name, help, retrieve, frozenset(options))
+        return retrieve
+
+    return add
+
+
+BM25_OPTIONS = ("k1", "b", "rm3", "fb_terms", "fb_docs", "original_weight")
+
+
+@register_retriever(
+    "bm25", "Anserini BM25 (optionally + RM3) over a `rankkit index --kind bm25` index", options=BM25_OPTIONS
+)
+def _retrieve_bm25(request: RetrieveRequest) -> None:
+    from rankkit.lexical.search import Bm25Params, retrieve_bm25
+
+    params = Bm25Params(**request.options)
+    if not params.rm3 and any(name in request.options for name in ("fb_terms", "fb_docs", "original_weight")):
+        raise RankkitError("--fb-terms, --fb-docs and --original-weight need --rm3")
+    report = retrieve_bm25(
+        request.index,
+        request.topics,
+        request.output,
+        k=request.k,
+        params=params,
+        threads=request.threads,
+        runtag=request.runtag,
+        remove_query=request.remove_query,
+    )
+    removed = f", removed {report.removed_self:,} self-hits" if request.remove_query else ""
+    log(
+        f"wrote {report.lines:,} lines for {report.queries - len(report.no_hits):,} of "
+        f"{report.queries:,} queries "
+        f"to {request.output} in {report.seconds:.1f} s ({report.queries_per_second:,.1f} q/s{removed})"
+    )
+
+
+def retriever_of(name: str) -> Retriever:
+    """The registered model ``name``, or a one-line error listing the known ones."""
+    if name not in RETRIEVERS:
+        raise RankkitError(f"unknown model {name!r}; known models: {', '.join(sorted(RETRIEVERS))}")
+    return RETRIEVERS[name]
+
+
+def given_options(model: Retriever, options: dict[str, Any]) -> dict[str, Any]:
+    """Model-specific options that were given (not None/False), checked against what ``model`` accepts."""
+    given = {name: value for name, value in options.items() if value is not None and value is not False}
+    for name in given:
+        if name not in model.options:
+            owners = sorted(m.name for m in RETRIEVERS.values() if name in m.options)
+            raise RankkitError(
+                f"--{name.replace('_', '-')} applies to --model {' or '.join(owners)}, not {model.name}"
+            )
+    return given
+
+
+@app.command("retrieve")
+def retrieve_command(
+    model: str = typer.Option("bm25", "--model", help=f"Retrieval model: {', '.join(sorted(RETRIEVERS))}."),
+    index: Path = typer.Option(..., "--index", help="Index directory built by `rankkit index`."),
+    topics: Path = typer.Option(..., "--topics", help="Queries: TSV (qid, tab, text) or JSONL."),
+    output: Path = typer.Option(..., "--output", "-o", help="Run file to write (.gz compresses)."),
+    k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Search threads [default: CPU cores]."),
+    runtag: Optional[str] = typer.Option(
+        None, "--runtag", help="Run tag (last column) [default: the model name]."
+    ),
+    remove_query: bool = typer.Option(
+        False,
+        "--remove-query",
+        help="Drop a hit whose docid equals its qid (queries that are in the corpus).",
+    ),
+    k1: Optional[float] = typer.Option(
+        None, "--k1", help="bm25: term saturation k1 [default 0.9].", rich_help_panel="BM25"
+    ),
+    b: Optional[float] = typer.Option(
+        None, "--b", help="bm25: length normalisation b [default 0.4].", rich_help_panel="BM25"
+    ),
+    rm3: bool = typer.Option(
+        False,
+        "--rm3",
+        help="bm25: RM3 pseudo-relevance feedback (index built with --docvectors).",
+        rich_help_panel="BM25",
+    ),
+    fb_terms: Optional[int] = typer.Option(
+        None, "--fb-terms", help="bm25 --rm3: expansion terms [default 10].", rich_help_panel="BM25"
+    ),
+    fb_docs: Optional[int] = typer.Option(
+        None, "--fb-docs", help="bm25 --rm3: feedback documents [default 10].", rich_help_panel="BM25"
+    ),
+    original_weight: Optional[float] = typer.Option(
+        None,
+        "--original-weight",
+        help="bm25 --rm3: weight of the original query [default 0.5].",
+        rich_help_panel="BM25",
+    ),
+) -> None:
+    """Retrieve the top K documents for every query in TOPICS and write a TREC run.
+
+    A query with no hits is reported (warning with a count), not silently dropped.
+    """
+    chosen = retriever_of(model)
+    options = given_options(
+        chosen,
+        {
+            "k1": k1,
+            "b": b,
+            "rm3": rm3,
+            "fb_terms": fb_terms,
+            "fb_docs": fb_docs,
+            "original_weight": original_weight,
+        },
+    )
+    chosen.retrieve(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))

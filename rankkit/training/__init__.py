@@ -1,0 +1,1 @@
+"""Training data and training: hard-negative mining (``rankkit mine``) and, later, ``rankkit train``."""
