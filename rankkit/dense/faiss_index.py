@@ -1,0 +1,274 @@
+"""Dense indexes: encode a corpus with a bi-encoder and build a faiss index over the vectors.
+
+An index folder holds::
+
+    rankkit-index.json   how it was built: kind "dense", model, checkpoint, dims, metric, faiss
+                         kind and parameters, corpus, counts (written last: its presence = done)
+    index.faiss          the faiss index (ids are row numbers)
+    docids.txt           row number -> docid, one per line
+    embeddings/          the chunk files of :mod:`rankkit.dense.encode` (kept: the index can be
+                         rebuilt with other faiss settings without re-encoding)
+
+Scores are inner products. Cosine models (DenseTrans, a normalised RepBERT) store unit vectors,
+so the inner product is their cosine; the metadata records ``normalized``.
+
+faiss kinds: ``flat`` (exact inner product, ``IndexFlatIP``) and ``ivfpq`` (``IndexIVFPQ`` with an
+inner-product coarse quantiser; defaults nlist 2000, m 16 sub-quantisers of 8 bits, nprobe 10 at
+search). faiss needs about 39 training points per centroid: when the corpus is too small, nlist
+(and, below 39 * 2^bits documents, the PQ bits) are reduced automatically, with a log line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import faiss
+import numpy as np
+
+from rankkit import __version__
+from rankkit.console import log
+from rankkit.dense import encode as enc
+from rankkit.errors import InputError, RankkitError
+from rankkit.formats import atomic_write
+from rankkit.models.base import BiEncoder
+from rankkit.training.checkpoint import load_for_inference, read_json, write_json
+
+INDEX_META = "rankkit-index.json"
+INDEX_FILE = "index.faiss"
+DOCIDS = "docids.txt"
+FAISS_KINDS = ("flat", "ivfpq")
+MIN_POINTS_PER_CENTROID = 39  # faiss' own threshold for a trustworthy k-means
+TRAIN_POINTS_PER_LIST = 100
+ADD_BATCH = 65536
+TRAIN_SEED = 1234
+
+
+def effective_ivfpq(num_vectors: int, nlist: int, pq_bits: int) -> tuple[int, int]:
+    """``(nlist, pq_bits)`` a corpus of ``num_vectors`` can train (both reduced when too small)."""
+    if nlist < 1 or pq_bits < 1:
+        raise RankkitError("nlist and PQ bits must be at least 1")
+    lists = max(1, min(nlist, num_vectors // MIN_POINTS_PER_CENTROID))
+    bits = min(pq_bits, int(math.floor(math.log2(max(1, num_vectors / MIN_POINTS_PER_CENTROID)))))
+    if bits < 1:
+        raise RankkitError(
+            f"{num_vectors} documents are too few to train product quantisation (need at least "
+            f"{2 * MIN_POINTS_PER_CENTROID}); use --faiss flat"
+        )
+    return lists, bits
+
+
+def new_index(dim: int, kind: str, nlist: int, pq_m: int, pq_bits: int) -> faiss.Index:
+    """An empty inner-product faiss index of ``kind``."""
+    if kind == "flat":
+        return faiss.IndexFlatIP(dim)
+    if kind == "ivfpq":
+        if dim % pq_m:
+            raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {dim}")
+        quantizer = faiss.IndexFlatIP(dim)
+        # faiss' Python wrapper keeps a reference to the quantiser inside the index object.
+        return faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, pq_bits, faiss.METRIC_INNER_PRODUCT)
+    raise RankkitError(f"unknown faiss kind {kind!r}; known: {', '.join(FAISS_KINDS)}")
+
+
+def _iter_vectors(sources: Sequence[tuple[Path, int]]) -> Iterator[tuple[list[str], np.ndarray]]:
+    for folder, chunk in sources:
+        yield enc.read_chunk(folder, chunk)
+
+
+def _training_sample(sources: Sequence[tuple[Path, int]], total: int, size: int, dim: int) -> np.ndarray:
+    """A deterministic uniform sample of ``size`` rows across all chunks (never the whole corpus)."""
+    if size >= total:
+        picks = np.arange(total)
+    else:
+        picks = np.sort(np.random.default_rng(TRAIN_SEED).choice(total, size=size, replace=False))
+    sample = np.empty((len(picks), dim), dtype=np.float32)
+    offset = 0
+    filled = 0
+    for _, vectors in _iter_vectors(sources):
+        n = vectors.shape[0]
+        lo, hi = np.searchsorted(picks, [offset, offset + n])
+        if hi > lo:
+            sample[filled:filled + hi - lo] = vectors[picks[lo:hi] - offset]
+            filled += hi - lo
+        offset += n
+    return sample
+
+
+def build_from_chunks(sources: Sequence[tuple[Path, int]], out: Path, *, dim: int, total: int, faiss_kind: str,
+                      nlist: int, pq_m: int, pq_bits: int) -> dict[str, Any]:
+    """Build ``out/index.faiss`` and ``out/docids.txt`` from chunk files in order; returns faiss settings."""
+    settings: dict[str, Any] = {"kind": faiss_kind}
+    if faiss_kind == "ivfpq":
+        lists, bits = effective_ivfpq(total, nlist, pq_bits)
+        if lists != nlist:
+            log(f"nlist reduced from {nlist} to {lists}: {total:,} documents train at most "
+                f"{total // MIN_POINTS_PER_CENTROID} lists ({MIN_POINTS_PER_CENTROID} points each)")
+        if bits != pq_bits:
+            log(f"PQ bits reduced from {pq_bits} to {bits}: {total:,} documents are too few for "
+                f"{2 ** pq_bits} centroids per sub-quantiser")
+        settings.update({"nlist": lists, "nlist_requested": nlist, "pq_m": pq_m, "pq_bits": bits,
+                         "pq_bits_requested": pq_bits, "nprobe": 10})
+        index = new_index(dim, faiss_kind, lists, pq_m, bits)
+        sample = _training_sample(sources, total, max(lists, 2 ** bits) * TRAIN_POINTS_PER_LIST, dim)
+        log(f"training IVFPQ on {len(sample):,} vectors")
+        index.train(sample)
+        del sample
+    else:
+        index = new_index(dim, faiss_kind, nlist, pq_m, pq_bits)
+    out.mkdir(parents=True, exist_ok=True)
+    added = 0
+    with atomic_write(out / DOCIDS) as handle:
+        for docids, vectors in _iter_vectors(sources):
+            for start in range(0, vectors.shape[0], ADD_BATCH):
+                index.add(np.ascontiguousarray(vectors[start:start + ADD_BATCH], dtype=np.float32))
+            handle.write("".join(d + "\n" for d in docids))
+            added += len(docids)
+    if added != total:
+        raise RankkitError(f"expected {total} vectors, found {added}; re-encode")
+    tmp = out / f".{INDEX_FILE}.tmp"
+    faiss.write_index(index, str(tmp))
+    os.replace(tmp, out / INDEX_FILE)
+    return settings
+
+
+def _manifest(model_name: str, checkpoint: str | os.PathLike[str] | None, model: BiEncoder) -> dict[str, Any]:
+    return {
+        "model": model_name,
+        "checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
+        "hparams": model.hparams,
+    }
+
+
+def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None, corpus: str | os.PathLike[str],
+                      index_dir: str | os.PathLike[str], faiss_kind: str = "flat", nlist: int = 2000,
+                      pq_m: int = 16, pq_bits: int = 8, batch_size: int = 64,
+                      shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
+                      device: str = "auto") -> dict[str, Any]:
+    """Encode ``corpus`` with ``model_name`` (from ``checkpoint``, or zero-shot when ``None``) and index it.
+
+    With ``shard="I/N"`` (N > 1) only shard I is encoded into ``index_dir`` (a shard folder, not
+    searchable); :func:`merge_dense_shards` then builds the index from all shard folders. Re-running
+    after an interruption skips the chunks already encoded. Returns the rankkit-index.json content.
+    """
+    if faiss_kind not in FAISS_KINDS:
+        raise RankkitError(f"unknown faiss kind {faiss_kind!r}; known: {', '.join(FAISS_KINDS)}")
+    index, count = enc.parse_shard(shard)
+    folder = Path(index_dir)
+    if faiss_kind == "ivfpq" and count == 1:
+        effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
+    model = load_bi_encoder(model_name, checkpoint, device)
+    if faiss_kind == "ivfpq" and model.dim % pq_m:
+        raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {model.dim}")
+    manifest = _manifest(model_name, checkpoint, model)
+    done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
+                             chunk_size=chunk_size, shard=(index, count))
+    requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
+    meta: dict[str, Any] = {
+        "kind": "dense" if count == 1 else "dense-shard",
+        "model": model_name,
+        "checkpoint": manifest["checkpoint"],
+        "model_hparams": model.hparams,
+        "dims": model.dim,
+        "metric": "inner_product",
+        "normalized": model.normalized,
+        "corpus": str(corpus),
+        "documents": done.documents,
+        "total_documents": done.total_documents,
+        "chunk_size": chunk_size,
+        "chunks": done.total_chunks,
+        "shard": [index, count],
+        "faiss_requested": requested,
+        "rankkit_version": __version__,
+    }
+    if count == 1:
+        sources = [(folder, c) for c in range(done.total_chunks)]
+        meta["faiss"] = build_from_chunks(sources, folder, dim=model.dim, total=done.total_documents,
+                                          faiss_kind=faiss_kind, nlist=nlist, pq_m=pq_m, pq_bits=pq_bits)
+        log(f"dense index of {done.total_documents:,} documents ({model.dim} dims, {faiss_kind}) in {folder}")
+    else:
+        log(f"encoded shard {index}/{count} ({done.documents:,} documents) into {folder}; "
+            "build the index with merge_dense_shards once every shard is done")
+    write_json(folder / INDEX_META, meta)
+    return meta
+
+
+def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+                       faiss_kind: str | None = None, nlist: int | None = None, pq_m: int | None = None,
+                       pq_bits: int | None = None) -> dict[str, Any]:
+    """Build one index in ``out`` from the shard folders of a sharded :func:`build_dense_index`.
+
+    Chunks are read in corpus order, so the result is the index a one-pass build would make.
+    faiss settings default to those the shards were asked for.
+    """
+    if not dirs:
+        raise RankkitError("no shard folders to merge")
+    folders = [Path(d) for d in dirs]
+    metas = [read_json(f / INDEX_META) for f in folders]
+    encodings = [enc.read_encoding(f) for f in folders]
+    first = metas[0]
+    for folder, meta, (manifest, _) in zip(folders, metas, encodings):
+        if meta.get("kind") not in ("dense", "dense-shard"):
+            raise InputError(folder / INDEX_META, None, f"not a dense index shard (kind {meta.get('kind')!r})")
+        for key in ("model", "checkpoint", "model_hparams", "dims", "normalized", "chunk_size", "chunks",
+                    "total_documents"):
+            if meta.get(key) != first.get(key):
+                raise RankkitError(f"shards disagree on {key}: {folders[0]} vs {folder}")
+    owner: dict[int, Path] = {}
+    for folder, (_, done) in zip(folders, encodings):
+        for chunk in done["chunks"]:
+            owner.setdefault(int(chunk), folder)
+    total_chunks = int(first["chunks"])
+    missing = [c for c in range(total_chunks) if c not in owner]
+    if missing:
+        raise RankkitError(f"{len(missing)} of {total_chunks} chunks are missing (first: {missing[0]}); "
+                           "encode every shard before merging")
+    requested = dict(first.get("faiss_requested", {}))
+    kind = faiss_kind or requested.get("kind", "flat")
+    target = Path(out)
+    settings = build_from_chunks(
+        [(owner[c], c) for c in range(total_chunks)], target, dim=int(first["dims"]),
+        total=int(first["total_documents"]), faiss_kind=kind, nlist=nlist or int(requested.get("nlist", 2000)),
+        pq_m=pq_m or int(requested.get("pq_m", 16)), pq_bits=pq_bits or int(requested.get("pq_bits", 8)),
+    )
+    meta = {key: first[key] for key in ("model", "checkpoint", "model_hparams", "dims", "metric", "normalized",
+                                        "corpus", "chunk_size", "chunks")}
+    meta.update({
+        "kind": "dense", "documents": int(first["total_documents"]), "total_documents": int(first["total_documents"]),
+        "shard": [0, 1], "faiss": settings, "faiss_requested": requested,
+        "merged_from": [str(f) for f in folders], "rankkit_version": __version__,
+    })
+    write_json(target / INDEX_META, meta)
+    log(f"merged {len(folders)} shards into {target} ({meta['documents']:,} documents)")
+    return meta
+
+
+def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None, device: str = "auto") -> BiEncoder:
+    """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``), on ``device``."""
+    from rankkit.training.engine import pick_device
+
+    model = load_for_inference(model_name, checkpoint)
+    if not isinstance(model, BiEncoder):
+        raise RankkitError(f"model {model_name!r} is not a bi-encoder: dense indexes need one (repbert, densetrans)")
+    model.to(pick_device(device, 0))
+    return model
+
+
+def load_dense_index(index_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], faiss.Index, list[str]]:
+    """``(metadata, faiss index, docids)`` of a finished dense index folder."""
+    folder = Path(index_dir)
+    if not folder.is_dir():
+        raise InputError(folder, None, "no such index folder")
+    meta = read_json(folder / INDEX_META)
+    if meta.get("kind") == "dense-shard":
+        raise RankkitError(f"{folder} is shard {meta['shard'][0]}/{meta['shard'][1]} of a dense index; "
+                           "merge the shards first")
+    if meta.get("kind") != "dense":
+        raise RankkitError(f"{folder} is not a dense index (kind {meta.get('kind')!r})")
+    index = faiss.read_index(str(folder / INDEX_FILE))
+    docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines()
+    if len(docids) != index.ntotal:
+        raise RankkitError(f"{folder}: {len(docids)} docids for {index.ntotal} vectors; rebuild the index")
+    return meta, index, docids

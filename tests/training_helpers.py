@@ -1,0 +1,68 @@
+"""Tiny inline data and a tiny random BERT shared by the model, training and dense tests.
+
+Twelve topics, three documents each; a query names two words of its topic, its positives are
+two documents of that topic and its negatives come from other topics. Small enough that a few
+training steps of a 2-layer, 24-wide BERT run in about a second on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+TOPICS = [
+    "apple fruit red", "car engine fuel", "river water flow", "music guitar song", "space star planet",
+    "bread flour bake", "dog bark pet", "rain cloud storm", "book page read", "code python bug",
+    "chess king move", "tea leaf cup",
+]
+WORDS = sorted({w for t in TOPICS for w in t.split()})
+
+
+def documents() -> dict[str, str]:
+    rng = random.Random(0)
+    docs: dict[str, str] = {}
+    for i, topic in enumerate(TOPICS):
+        words = topic.split()
+        for j in range(3):
+            docs[f"d{i}_{j}"] = topic + " " + " ".join(rng.choice(words) for _ in range(4))
+    return docs
+
+
+def write_corpus(path: Path, extra: int = 0) -> Path:
+    """The 36 topic documents plus ``extra`` filler documents (for IVFPQ, which needs more)."""
+    rng = random.Random(1)
+    with open(path, "w", encoding="utf-8") as out:
+        for docid, text in documents().items():
+            out.write(json.dumps({"id": docid, "contents": text}) + "\n")
+        for n in range(extra):
+            out.write(json.dumps({"id": f"x{n}", "contents": " ".join(rng.choice(WORDS) for _ in range(6))}) + "\n")
+    return path
+
+
+def write_groups(path: Path, count: int = 48, negatives: int = 5, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    docs = documents()
+    with open(path, "w", encoding="utf-8") as out:
+        for n in range(count):
+            i = n % len(TOPICS)
+            query = " ".join(rng.sample(TOPICS[i].split(), 2))
+            pos = [{"docid": f"d{i}_{j}", "text": docs[f"d{i}_{j}"], "label": 1} for j in range(2)]
+            others = [k for k in docs if not k.startswith(f"d{i}_")]
+            neg = [{"docid": k, "text": docs[k], "score": 1.0} for k in rng.sample(others, negatives)]
+            out.write(json.dumps({"qid": f"q{n}", "query": query, "pos": pos, "neg": neg}) + "\n")
+    return path
+
+
+def write_topics(path: Path) -> Path:
+    with open(path, "w", encoding="utf-8") as out:
+        for i, topic in enumerate(TOPICS):
+            out.write(f"t{i}\t{' '.join(topic.split()[:2])}\n")
+    return path
+
+
+def tiny_backbone(folder: Path, *, hidden: int = 24, dropout: float = 0.1) -> Path:
+    from rankkit.models.backbone import write_tiny_backbone
+
+    return write_tiny_backbone(folder, words=WORDS, hidden=hidden, layers=2, heads=2, intermediate=48,
+                               dropout=dropout, max_positions=64)
