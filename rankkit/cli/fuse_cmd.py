@@ -45,11 +45,12 @@ def fuse_command(
 ) -> None:
     """Fuse RUN_A RUN_B [RUN ...] into one run.
 
-    alternate: RepBERT's merge (Eq. 6), A1 B1 A2 B2 ..., first occurrence kept (A+B differs from B+A).
-    rrf: sum over runs of w / (rrf_k + rank).
-    combsum / combmnz: sum of per-query normalised scores (combmnz: times the number of runs
-    returning the document).
-    interpolate: alpha * A + (1 - alpha) * B after normalisation (exactly 2 runs).
+    - **alternate**: RepBERT's merge (Eq. 6), A1 B1 A2 B2 ..., first occurrence kept (A+B differs from B+A).
+    - **rrf**: sum over runs of w / (rrf_k + rank).
+    - **combsum** / **combmnz**: sum of per-query normalised scores (combmnz: times the number of
+      runs returning the document).
+    - **interpolate**: alpha x A + (1 - alpha) x B after normalisation (exactly 2 runs).
+
     A document missing from a run gets 0 under minmax, that run's lowest score for the query otherwise.
     """
     options: dict[str, object] = {}
