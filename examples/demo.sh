@@ -4,12 +4,15 @@
 #   bash examples/demo.sh [--force] [OUTPUT_DIR]      (default output: runs/demo)
 #
 # What it does, each step printed before it runs; a step whose outputs exist is skipped unless --force:
-#   1. validate the five bundled TREC DL 2019 runs (BM25, BM25+RM3, TAS-B, ADA2, SPLADE++);
-#   2. fuse them: RepBERT's alternating merge of BM25 and TAS-B (both orders), reciprocal rank fusion of
+#   1. BM25 with Anserini: index the DL19 passage pool (test) and the DL20 pool (training), retrieve the
+#      top 100 for the DL19 and DL20 queries;
+#   2. mine training groups for DL20 (judged positives + BM25 hard negatives), the input of `rankkit train`;
+#   3. validate the five bundled TREC DL 2019 runs (BM25, BM25+RM3, TAS-B, ADA2, SPLADE++);
+#   4. fuse them: RepBERT's alternating merge of BM25 and TAS-B (both orders), reciprocal rank fusion of
 #      all five, and CombSUM of the dense runs;
-#   3. measure how consistent TAS-B's top-n is with BM25's candidates (RepBERT's consistency factor);
-#   4. evaluate every run with significance against BM25 (paired randomization test, Holm-corrected), as a table on
-#      stdout, a markdown file, and a per-query plot.
+#   5. measure how consistent TAS-B's top-n is with BM25's candidates (RepBERT's consistency factor);
+#   6. evaluate every run with significance against BM25 (paired randomization test, Holm-corrected), as a
+#      table on stdout, a markdown file, and a per-query plot.
 set -euo pipefail
 
 force=0
@@ -17,7 +20,7 @@ out=runs/demo
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) out="$arg" ;;
   esac
 done
@@ -48,6 +51,23 @@ step() {
   "$@"
 }
 
+dl20="examples/data/dl20"
+step "index the DL19 passage pool (BM25, Anserini)" "$out/index.dl19-pool" -- \
+  rankkit index --kind bm25 --corpus "$data/passages.dl19-pool.tsv.gz" --index "$out/index.dl19-pool" --force
+step "index the DL20 passage pool (training side)" "$out/index.dl20-pool" -- \
+  rankkit index --kind bm25 --corpus "$dl20/passages.dl20-pool.tsv.gz" --index "$out/index.dl20-pool" --force
+step "BM25 top-100 for the DL19 queries" "$out/bm25.dl19-pool.run" -- \
+  rankkit retrieve --model bm25 --index "$out/index.dl19-pool" --topics "$data/topics.dl19-passage.txt" \
+    --k 100 --runtag bm25-pool --output "$out/bm25.dl19-pool.run"
+step "BM25 top-100 for the DL20 queries" "$out/bm25.dl20-pool.run" -- \
+  rankkit retrieve --model bm25 --index "$out/index.dl20-pool" --topics "$dl20/topics.dl20-judged.tsv" \
+    --k 100 --runtag bm25-pool --output "$out/bm25.dl20-pool.run"
+step "mine DL20 training groups (positives rel >= 2, 7 random BM25 negatives from the top 100)" \
+  "$out/groups.dl20.jsonl" -- \
+  rankkit mine --run "$out/bm25.dl20-pool.run" --qrels "$dl20/qrels.dl20-passage.txt" \
+    --topics "$dl20/topics.dl20-judged.tsv" --index "$out/index.dl20-pool" --min-rel 2 --negatives 7 \
+    --strategy random --seed 0 --output "$out/groups.dl20.jsonl"
+
 for system in BM25 BM25_RM3 D_BERT_KD_TASB OPEN_AI_ADA2 SPLADE_P_P_ENSEMBLE_DISTIL; do
   echo "==> validate $system" >&2
   # Exit 1 means warnings (e.g. a rank column that breaks score ties differently from trec_eval);
@@ -70,7 +90,7 @@ step "CombSUM (min-max) of TAS-B, ADA2 and SPLADE++" "$out/combsum.dense3.run" -
 echo "==> consistency of TAS-B's top-n with BM25's top-100 (RepBERT Eq. 5)" >&2
 rankkit consistency "$runs/D_BERT_KD_TASB.dl19.txt" "$runs/BM25.dl19.txt" --depth 10 --depth 50 --depth 100
 
-all_runs=("$runs/BM25.dl19.txt" "$runs/BM25_RM3.dl19.txt" "$runs/D_BERT_KD_TASB.dl19.txt" \
+all_runs=("$runs/BM25.dl19.txt" "$out/bm25.dl19-pool.run" "$runs/BM25_RM3.dl19.txt" "$runs/D_BERT_KD_TASB.dl19.txt" \
   "$runs/OPEN_AI_ADA2.dl19.txt" "$runs/SPLADE_P_P_ENSEMBLE_DISTIL.dl19.txt" \
   "$out/alternate.bm25+tasb.run" "$out/alternate.tasb+bm25.run" "$out/rrf.all5.run" "$out/combsum.dense3.run")
 measures=(-m nDCG@10 -m "RR(rel=2)@10" -m "AP(rel=2)@100" -m "R(rel=2)@100")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterator
 
 from rankkit.errors import InputError
 
@@ -82,3 +83,14 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def parse_json_object(path: PathLike, number: int, line: str) -> dict[str, Any]:
+    """One JSONL line that must hold a JSON object, or an ``InputError`` naming file and line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputError(path, number, f"invalid JSON: {err.msg}") from None
+    if not isinstance(record, dict):
+        raise InputError(path, number, "expected a JSON object")
+    return record

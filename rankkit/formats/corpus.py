@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines
+from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
 
 ID_KEYS = ("id", "_id", "docid", "doc_id", "pid")
 
@@ -42,12 +42,7 @@ def is_jsonl_corpus(path: PathLike) -> bool:
 
 def parse_json_document(path: PathLike, number: int, line: str) -> Document:
     """Parse one JSONL corpus line in any of the accepted shapes."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise InputError(path, number, f"invalid JSON: {err.msg}") from None
-    if not isinstance(record, dict):
-        raise InputError(path, number, "expected a JSON object")
+    record = parse_json_object(path, number, line)
     docid = next((record[k] for k in ID_KEYS if k in record), None)
     if docid is None:
         raise InputError(path, number, "missing document id (one of 'id', '_id', 'docid')")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines
+from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,7 @@ def _passages(path: PathLike, number: int, value: Any, key: str) -> list[Passage
 
 def parse_group(path: PathLike, number: int, line: str) -> TrainingGroup:
     """Parse one JSONL line in rankkit's or FlagEmbedding's shape."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise InputError(path, number, f"invalid JSON: {err.msg}") from None
-    if not isinstance(record, dict):
-        raise InputError(path, number, "expected a JSON object")
+    record = parse_json_object(path, number, line)
     query = record.get("query")
     if not isinstance(query, str):
         raise InputError(path, number, "missing 'query' text")

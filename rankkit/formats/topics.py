@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Iterator, Mapping
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines
+from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
 
 Topics = dict[str, str]
 
@@ -38,12 +37,7 @@ def _iter_numbered(path: PathLike) -> Iterator[tuple[int, str, str]]:
         if jsonl is None:
             jsonl = _is_jsonl(path, line)
         if jsonl:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(path, number, f"invalid JSON: {err.msg}") from None
-            if not isinstance(record, dict):
-                raise InputError(path, number, "expected a JSON object")
+            record = parse_json_object(path, number, line)
             qid, text = _pick(record, QID_KEYS), _pick(record, TEXT_KEYS)
             if qid is None:
                 raise InputError(path, number, "missing query id (one of 'qid', 'query_id', '_id')")
