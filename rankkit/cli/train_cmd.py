@@ -15,7 +15,7 @@ from rankkit.errors import RankkitError
 def train_command(
     model: str = typer.Option(..., "--model", help="Model to train: repbert, densetrans."),
     train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable."),
-    output: Path = typer.Option(..., "--output", help="Checkpoint folder to write."),
+    output: Path = typer.Option(..., "--output", "-o", help="Checkpoint folder to write."),
     backbone: Optional[Path] = typer.Option(None, "--backbone", help="Local Hugging Face folder (default: packaged all-MiniLM-L6-v2)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data (default: 1)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps (overrides --epochs)."),

@@ -88,7 +88,8 @@ class RankingModel(torch.nn.Module, abc.ABC):
 
     def native_loss(self, batch: GroupBatch) -> torch.Tensor:
         """The model's own loss (models with :attr:`native_losses` override this)."""
-        raise NotImplementedError(f"{self.name} has no native loss {self.loss_name!r}")
+        # Reached only if a model lists native losses without overriding this: a bug in that model.
+        raise TypeError(f"{self.name} declares native losses but does not implement native_loss()")
 
     def forward(self, batch: GroupBatch) -> torch.Tensor:  # type: ignore[override]
         """The training loss of a prepared batch (``forward`` so DDP hooks see the computation)."""
