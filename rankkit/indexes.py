@@ -1,8 +1,15 @@
 """``rankkit-index.json``: how an index folder was built, and the check every reader of one makes.
 
-Every index rankkit builds (``rankkit index --kind KIND``) carries this file, so ``retrieve``
-can refuse a folder that is not a rankkit index (or is one of another kind) with a clear message,
-and anyone can see which corpus, options and versions produced it.
+Every index rankkit builds (``rankkit index --kind bm25|dense``, ``rankkit index --merge``)
+carries this file, written last (its presence means the build finished). :func:`read_manifest`
+is the only reader: ``retrieve`` (and every other consumer) names the kinds it can use, so a
+folder that is not a rankkit index, or is one of another kind, fails with the same one-line
+message whatever the model (``retrieve --model bm25`` on a dense index, ``--model repbert`` on a
+BM25 index, a dense shard that still needs ``--merge``).
+
+Kinds: ``bm25`` (Lucene, :mod:`rankkit.lexical.index`), ``dense`` (faiss, :mod:`rankkit.dense`;
+extra fields ``model``, ``checkpoint``, ``dims``, ``normalized``, ``faiss``...) and
+``dense-shard`` (one encoded shard of a dense index; not searchable until merged).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 
 from rankkit import __version__
 from rankkit.errors import InputError, RankkitError
+from rankkit.formats import atomic_write
 from rankkit.formats._files import PathLike
 
 MANIFEST_NAME = "rankkit-index.json"
@@ -31,29 +39,44 @@ def corpus_record(corpus: Path) -> dict[str, Any]:
     }
 
 
-def new_manifest(kind: str, corpus: Path, options: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    """A manifest for an index of ``kind`` built from ``corpus`` with ``options``."""
+def new_manifest(kind: str, corpus: Path | dict[str, Any], options: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A manifest for an index of ``kind`` built from ``corpus`` (a path, or an existing record) with ``options``."""
     return {
         "rankkit_index": MANIFEST_FORMAT,
         "kind": kind,
         "rankkit_version": __version__,
         "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "corpus": corpus_record(corpus),
+        "corpus": corpus if isinstance(corpus, dict) else corpus_record(Path(corpus)),
         "options": options,
         **fields,
     }
 
 
 def write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
-    """Write ``rankkit-index.json`` into ``index_dir``."""
-    (index_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    """Write ``rankkit-index.json`` into ``index_dir`` atomically (never half-written)."""
+    with atomic_write(Path(index_dir) / MANIFEST_NAME) as out:
+        out.write(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def _use_hint(manifest: dict[str, Any]) -> str:
+    """What the index in ``manifest`` is for, as advice in a refusal."""
+    kind = manifest.get("kind")
+    if kind == "bm25":
+        return "retrieve from it with --model bm25"
+    if kind == "dense":
+        return f"retrieve from it with --model {manifest.get('model', '?')}"
+    if kind == "dense-shard":
+        shard = manifest.get("shard", ["?", "?"])
+        return (f"it is shard {shard[0]}/{shard[1]} of a dense index: merge the shards first "
+                "(`rankkit index --merge DIR... --index OUT`)")
+    return "see its rankkit-index.json"
 
 
 def read_manifest(index_dir: PathLike, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The manifest of a rankkit index, checked; ``kinds`` lists the kinds the caller can use.
 
     Raises a one-line :class:`RankkitError` for a missing folder, a folder that is not a rankkit
-    index, or an index of another kind.
+    index, or an index of another kind (saying what that index is for).
     """
     folder = Path(index_dir)
     if not folder.exists():
@@ -77,7 +100,9 @@ def read_manifest(index_dir: PathLike, kinds: tuple[str, ...] | None = None) -> 
         raise InputError(path, None, "not a rankkit index manifest (format 1)")
     if kinds is not None and manifest["kind"] not in kinds:
         wanted = " or ".join(repr(k) for k in kinds)
-        raise RankkitError(f"{folder} is a {manifest['kind']!r} index; this needs a {wanted} index")
+        raise RankkitError(
+            f"{folder} is a {manifest['kind']!r} index, not a {wanted} index; {_use_hint(manifest)}"
+        )
     return manifest
 
 

@@ -43,7 +43,8 @@ def test_train_index_search(setup: dict[str, Path], tmp_path: Path) -> None:
     assert meta["kind"] == "dense" and meta["dims"] == 24 and meta["documents"] == 36 and meta["chunks"] == 5
     assert meta["normalized"] is False and meta["faiss"] == {"kind": "flat"}
     saved = json.loads((index_dir / "rankkit-index.json").read_text())
-    assert saved["checkpoint"] == str(setup["checkpoint"].resolve()) and saved["corpus"] == str(setup["corpus"])
+    assert saved["checkpoint"] == str(setup["checkpoint"].resolve()) and saved["corpus"]["path"] == str(setup["corpus"].resolve())
+    assert saved["rankkit_index"] == 1 and saved["options"]["faiss"] == "flat"
 
     run = dense_search(index_dir, setup["topics"], k=5, batch_size=4)
     assert list(run) == [f"t{i}" for i in range(len(TOPICS))] and all(len(d) == 5 for d in run.values())
@@ -149,7 +150,7 @@ def test_zero_shot_and_errors(setup: dict[str, Path], tmp_path: Path) -> None:
         build_dense_index("repbert", setup["checkpoint"], setup["corpus"], tmp_path / "z", shard="2")
     with pytest.raises(RankkitError, match="out of range"):
         build_dense_index("repbert", setup["checkpoint"], setup["corpus"], tmp_path / "z", shard="3/3")
-    with pytest.raises(RankkitError, match="no such index folder"):
+    with pytest.raises(RankkitError, match="no such directory"):
         dense_search(tmp_path / "missing", setup["topics"])
     # any local HF folder works zero-shot: the tiny backbone itself, segment id 0 for documents
     meta = build_dense_index("repbert", setup["root"] / "tiny", setup["corpus"], tmp_path / "zs")

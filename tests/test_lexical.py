@@ -13,7 +13,7 @@ from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_run, read_topics, write_topics
 from rankkit.lexical import java
 from rankkit.lexical.index import build_bm25_index
-from rankkit.lexical.manifest import MANIFEST_NAME, read_manifest
+from rankkit.indexes import MANIFEST_NAME, read_manifest
 from rankkit.lexical.search import Bm25Params, Bm25Searcher, drop_self_hits, retrieve_bm25
 
 
@@ -141,7 +141,7 @@ def test_read_manifest_refuses_other_folders(tmp_path: Path) -> None:
     with pytest.raises(RankkitError, match="is not a rankkit index"):
         read_manifest(tmp_path)
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({"rankkit_index": 1, "kind": "dense"}))
-    with pytest.raises(RankkitError, match="is a 'dense' index; this needs a 'bm25' index"):
+    with pytest.raises(RankkitError, match=r"is a 'dense' index, not a 'bm25' index; retrieve from it with --model \?"):
         read_manifest(tmp_path, kinds=("bm25",))
 
 

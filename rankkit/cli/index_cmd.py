@@ -1,4 +1,4 @@
-"""``rankkit index --kind KIND``: build an index of a corpus (``bm25`` now; ``dense`` registers later).
+"""``rankkit index --kind KIND``: build an index of a corpus (``bm25``, ``dense``); ``--merge`` joins dense shards.
 
 Each kind registers a build function and the kind-specific options it accepts in
 :data:`INDEX_KINDS`; an option of another kind is a one-line error, not silently ignored.
@@ -74,6 +74,73 @@ def _build_bm25(request: IndexRequest) -> None:
     )
 
 
+DENSE_OPTIONS = ("model", "checkpoint", "faiss", "nlist", "pq_m", "pq_bits", "batch_size", "chunk_size", "shard",
+                 "device", "max_query_length", "max_doc_length")
+
+
+@register_index_kind(
+    "dense",
+    "faiss index of bi-encoder vectors (--model repbert|densetrans, --checkpoint; zero-shot repbert without)",
+    options=DENSE_OPTIONS,
+)
+def _build_dense(request: IndexRequest) -> None:
+    # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
+    from rankkit.dense import build_dense_index
+    from rankkit.dense.encode import DEFAULT_CHUNK_SIZE
+
+    options = dict(request.options)
+    model = options.pop("model", None)
+    if model is None:
+        raise RankkitError("--kind dense needs --model (repbert or densetrans)")
+    _prepare_dense_folder(request.index, request.force)
+    _set_threads(request.threads)
+    build_dense_index(
+        model,
+        options.get("checkpoint"),
+        request.corpus,
+        request.index,
+        faiss_kind=options.get("faiss", "flat"),
+        nlist=options.get("nlist", 2000),
+        pq_m=options.get("pq_m", 16),
+        pq_bits=options.get("pq_bits", 8),
+        batch_size=options.get("batch_size", 64),
+        shard=options.get("shard"),
+        chunk_size=options.get("chunk_size", DEFAULT_CHUNK_SIZE),
+        device=options.get("device", "auto"),
+        max_query_length=options.get("max_query_length"),
+        max_doc_length=options.get("max_doc_length"),
+    )
+
+
+def _set_threads(threads: Optional[int]) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise RankkitError(f"--threads must be at least 1, got {threads}")
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _prepare_dense_folder(index: Path, force: bool) -> None:
+    """Refuse a non-empty folder that is not a dense index or encoding; ``--force`` starts it afresh.
+
+    Without ``--force`` a folder holding this build's finished chunks is reused (resume).
+    """
+    import shutil
+
+    from rankkit.indexes import MANIFEST_NAME, is_empty_dir
+
+    if not index.exists():
+        return
+    if not index.is_dir():
+        raise RankkitError(f"index {index}: not a directory")
+    ours = (index / MANIFEST_NAME).is_file() or (index / "embeddings").is_dir()
+    if not is_empty_dir(index) and not ours:
+        raise RankkitError(f"{index} is not empty and not a rankkit index; refusing to write into it")
+    if force and ours:
+        shutil.rmtree(index)
+
+
 def kind_of(name: str) -> IndexKind:
     """The registered kind ``name``, or a one-line error listing the known ones."""
     if name not in INDEX_KINDS:
@@ -96,23 +163,113 @@ def given_options(kind: IndexKind, options: dict[str, Any]) -> dict[str, Any]:
 @app.command("index")
 def index_command(
     kind: str = typer.Option("bm25", "--kind", help=f"Index kind: {', '.join(sorted(INDEX_KINDS))}."),
-    corpus: Path = typer.Option(
-        ...,
+    corpus: Optional[Path] = typer.Option(
+        None,
         "--corpus",
         help="Corpus: JSONL (id/contents, BEIR _id/title/text) or TSV (id, tab, text); .gz ok.",
+        show_default=False,
     ),
-    index: Path = typer.Option(..., "--index", help="Index directory to create."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Indexing threads [default: CPU cores]."),
+    index: Path = typer.Option(..., "--index", help="Index directory to create (with --merge: the joined index)."),
+    merge: Optional[list[Path]] = typer.Option(
+        None,
+        "--merge",
+        help="Join the dense shard folders built with --shard I/N into --index (repeat, or list them after it).",
+        show_default=False,
+    ),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Indexing threads (default: CPU cores)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing non-empty index directory."),
     docvectors: bool = typer.Option(
-        False, "--docvectors", help="bm25: store document vectors (needed by --rm3)."
+        False, "--docvectors", help="bm25: store document vectors (needed by --rm3).", rich_help_panel="BM25"
     ),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="dense: bi-encoder, repbert or densetrans.", rich_help_panel="Dense"
+    ),
+    checkpoint: Optional[Path] = typer.Option(
+        None,
+        "--checkpoint",
+        help="dense: `rankkit train` output or HF folder (repbert default: packaged MiniLM, zero-shot).",
+        rich_help_panel="Dense",
+    ),
+    faiss: Optional[str] = typer.Option(
+        None, "--faiss", help="dense: flat (exact) or ivfpq (default: flat).", rich_help_panel="Dense"
+    ),
+    nlist: Optional[int] = typer.Option(
+        None, "--nlist", help="dense --faiss ivfpq: inverted lists (default: 2000).", rich_help_panel="Dense"
+    ),
+    pq_m: Optional[int] = typer.Option(
+        None, "--pq-m", help="dense --faiss ivfpq: PQ sub-vectors (default: 16).", rich_help_panel="Dense"
+    ),
+    pq_bits: Optional[int] = typer.Option(
+        None, "--pq-bits", help="dense --faiss ivfpq: bits per sub-vector (default: 8).", rich_help_panel="Dense"
+    ),
+    batch_size: Optional[int] = typer.Option(
+        None, "--batch-size", help="dense: passages per forward pass (default: 64).", rich_help_panel="Dense"
+    ),
+    chunk_size: Optional[int] = typer.Option(
+        None,
+        "--chunk-size",
+        help="dense: documents per encoded chunk: the unit of memory, resume and sharding (default: 8192).",
+        rich_help_panel="Dense",
+    ),
+    shard: Optional[str] = typer.Option(
+        None,
+        "--shard",
+        help="dense: encode only shard I of N (I/N, 0 <= I < N) into --index; join with --merge.",
+        rich_help_panel="Dense",
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="dense: auto, cpu or cuda (default: auto).", rich_help_panel="Dense"
+    ),
+    max_query_length: Optional[int] = typer.Option(
+        None,
+        "--max-query-length",
+        help="dense: query token limit used by retrieve (default: the model's; repbert 20, densetrans 30).",
+        rich_help_panel="Dense",
+    ),
+    max_doc_length: Optional[int] = typer.Option(
+        None,
+        "--max-doc-length",
+        help="dense: document token limit (default: the model's; repbert 256, densetrans 30).",
+        rich_help_panel="Dense",
+    ),
+    more: Optional[list[str]] = typer.Argument(None, metavar="[SHARD]...", show_default=False,
+                                               help="More shard folders after --merge."),
 ) -> None:
     """Index CORPUS into an index directory that records how it was built (rankkit-index.json).
 
-    The corpus is streamed (never loaded whole); the index is built in a temporary folder and
-    renamed into place, so an interrupted build leaves nothing half-built.
+    The corpus is streamed (never loaded whole). bm25: built in a temporary folder and renamed
+    into place. dense: chunks are encoded into memory-mapped files, and a re-run resumes after an
+    interruption; `--shard I/N` encodes one slice per machine, then
+    `rankkit index --merge SHARD0 SHARD1 ... --index OUT` builds the index (identical to one pass).
     """
+    dense = {"model": model, "checkpoint": checkpoint, "faiss": faiss, "nlist": nlist, "pq_m": pq_m,
+             "pq_bits": pq_bits, "batch_size": batch_size, "chunk_size": chunk_size, "shard": shard,
+             "device": device, "max_query_length": max_query_length, "max_doc_length": max_doc_length}
+    if more and not merge:
+        raise RankkitError(f"unexpected argument {more[0]!r} (shard folders follow --merge)")
+    if merge:
+        _merge(list(merge or []) + [Path(m) for m in more or []], index, kind, corpus, docvectors, dense)
+        return
+    if corpus is None:
+        raise RankkitError("--corpus is required (or --merge SHARD... to join dense shards)")
     chosen = kind_of(kind)
-    options = given_options(chosen, {"docvectors": docvectors})
+    options = given_options(chosen, {"docvectors": docvectors, **dense})
     chosen.build(IndexRequest(corpus, index, threads, force, options))
+
+
+def _merge(shards: list[Path], index: Path, kind: str, corpus: Optional[Path], docvectors: bool,
+           dense: dict[str, Any]) -> None:
+    """``--merge``: only faiss settings may accompany it (to re-index with other ones)."""
+    allowed = {"faiss", "nlist", "pq_m", "pq_bits"}
+    extra = [name for name, value in dense.items() if value is not None and name not in allowed]
+    if corpus is not None or docvectors or kind not in ("bm25", "dense") or extra:
+        bad = ["--corpus"] * (corpus is not None) + ["--docvectors"] * docvectors
+        bad += [f"--{name.replace('_', '-')}" for name in extra] + ["--kind"] * (kind not in ("bm25", "dense"))
+        raise RankkitError(f"--merge takes shard folders, --index and faiss options only, not {', '.join(bad)}")
+    if not shards:
+        raise RankkitError("--merge needs the shard folders to join")
+    from rankkit.dense import merge_dense_shards
+
+    _prepare_dense_folder(index, force=False)
+    merge_dense_shards(shards, index, faiss_kind=dense["faiss"], nlist=dense["nlist"], pq_m=dense["pq_m"],
+                       pq_bits=dense["pq_bits"])

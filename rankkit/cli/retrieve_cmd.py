@@ -1,4 +1,4 @@
-"""``rankkit retrieve --model MODEL``: first-stage retrieval into a TREC run (``bm25`` now).
+"""``rankkit retrieve --model MODEL``: first-stage retrieval into a TREC run (``bm25``, ``repbert``, ``densetrans``).
 
 Each model registers its retrieval function, the index kinds it reads and the model-specific
 options it accepts in :data:`RETRIEVERS`; later models (dense bi-encoders) add an entry and their
@@ -87,6 +87,59 @@ def _retrieve_bm25(request: RetrieveRequest) -> None:
     )
 
 
+DENSE_OPTIONS = ("nprobe", "batch_size", "device", "max_query_length")
+
+
+def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
+    # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
+    import time
+
+    from rankkit.dense import dense_search
+    from rankkit.formats import write_run
+
+    if request.threads is not None:
+        if request.threads < 1:
+            raise RankkitError(f"--threads must be at least 1, got {request.threads}")
+        import faiss
+        import torch
+
+        torch.set_num_threads(request.threads)
+        faiss.omp_set_num_threads(request.threads)
+    started = time.perf_counter()
+    run = dense_search(
+        request.index,
+        request.topics,
+        k=request.k,
+        nprobe=request.options.get("nprobe"),
+        remove_query=request.remove_query,
+        batch_size=request.options.get("batch_size", 64),
+        device=request.options.get("device", "auto"),
+        model_name=model,
+        max_query_length=request.options.get("max_query_length"),
+    )
+    lines = write_run(request.output, run, request.runtag or model)
+    empty = sum(1 for docs in run.values() if not docs)
+    seconds = time.perf_counter() - started
+    log(f"wrote {lines:,} lines for {len(run) - empty:,} of {len(run):,} queries to {request.output} "
+        f"in {seconds:.1f} s ({len(run) / max(seconds, 1e-9):,.1f} q/s)")
+
+
+@register_retriever(
+    "repbert", "RepBERT bi-encoder over a `rankkit index --kind dense --model repbert` index", options=DENSE_OPTIONS
+)
+def _retrieve_repbert(request: RetrieveRequest) -> None:
+    _retrieve_dense(request, "repbert")
+
+
+@register_retriever(
+    "densetrans",
+    "DenseTrans bi-encoder over a `rankkit index --kind dense --model densetrans` index",
+    options=DENSE_OPTIONS,
+)
+def _retrieve_densetrans(request: RetrieveRequest) -> None:
+    _retrieve_dense(request, "densetrans")
+
+
 def retriever_of(name: str) -> Retriever:
     """The registered model ``name``, or a one-line error listing the known ones."""
     if name not in RETRIEVERS:
@@ -113,9 +166,9 @@ def retrieve_command(
     topics: Path = typer.Option(..., "--topics", help="Queries: TSV (qid, tab, text) or JSONL."),
     output: Path = typer.Option(..., "--output", "-o", help="Run file to write (.gz compresses)."),
     k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Search threads [default: CPU cores]."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Search threads (default: CPU cores)."),
     runtag: Optional[str] = typer.Option(
-        None, "--runtag", help="Run tag (last column) [default: the model name]."
+        None, "--runtag", help="Run tag (last column) (default: the model name)."
     ),
     remove_query: bool = typer.Option(
         False,
@@ -123,10 +176,10 @@ def retrieve_command(
         help="Drop a hit whose docid equals its qid (queries that are in the corpus).",
     ),
     k1: Optional[float] = typer.Option(
-        None, "--k1", help="bm25: term saturation k1 [default 0.9].", rich_help_panel="BM25"
+        None, "--k1", help="bm25: term saturation k1 (default 0.9).", rich_help_panel="BM25"
     ),
     b: Optional[float] = typer.Option(
-        None, "--b", help="bm25: length normalisation b [default 0.4].", rich_help_panel="BM25"
+        None, "--b", help="bm25: length normalisation b (default 0.4).", rich_help_panel="BM25"
     ),
     rm3: bool = typer.Option(
         False,
@@ -135,16 +188,34 @@ def retrieve_command(
         rich_help_panel="BM25",
     ),
     fb_terms: Optional[int] = typer.Option(
-        None, "--fb-terms", help="bm25 --rm3: expansion terms [default 10].", rich_help_panel="BM25"
+        None, "--fb-terms", help="bm25 --rm3: expansion terms (default 10).", rich_help_panel="BM25"
     ),
     fb_docs: Optional[int] = typer.Option(
-        None, "--fb-docs", help="bm25 --rm3: feedback documents [default 10].", rich_help_panel="BM25"
+        None, "--fb-docs", help="bm25 --rm3: feedback documents (default 10).", rich_help_panel="BM25"
     ),
     original_weight: Optional[float] = typer.Option(
         None,
         "--original-weight",
-        help="bm25 --rm3: weight of the original query [default 0.5].",
+        help="bm25 --rm3: weight of the original query (default 0.5).",
         rich_help_panel="BM25",
+    ),
+    nprobe: Optional[int] = typer.Option(
+        None,
+        "--nprobe",
+        help="repbert/densetrans on an ivfpq index: lists searched (default: as built, 10).",
+        rich_help_panel="Dense",
+    ),
+    batch_size: Optional[int] = typer.Option(
+        None, "--batch-size", help="repbert/densetrans: queries per batch (default 64).", rich_help_panel="Dense"
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="repbert/densetrans: auto, cpu or cuda (default auto).", rich_help_panel="Dense"
+    ),
+    max_query_length: Optional[int] = typer.Option(
+        None,
+        "--max-query-length",
+        help="repbert/densetrans: query token limit (default: as recorded in the index).",
+        rich_help_panel="Dense",
     ),
 ) -> None:
     """Retrieve the top K documents for every query in TOPICS and write a TREC run.
@@ -161,6 +232,10 @@ def retrieve_command(
             "fb_terms": fb_terms,
             "fb_docs": fb_docs,
             "original_weight": original_weight,
+            "nprobe": nprobe,
+            "batch_size": batch_size,
+            "device": device,
+            "max_query_length": max_query_length,
         },
     )
     chosen.retrieve(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))

@@ -36,7 +36,7 @@ def train_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dev: list[Path] = typer.Option([], "--dev", help="Dev groups: MRR of the positive each epoch, best kept in OUTPUT/best."),
     dev_max_candidates: int = typer.Option(100, "--dev-max-candidates", help="Candidates scored per dev group."),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Model's own loss [default], or listwise-ce, ranknet, margin-mse, kl."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="Model's own loss (default), or listwise-ce, ranknet, margin-mse, kl."),
     teacher: Optional[Path] = typer.Option(None, "--teacher", help="Teacher run for ranknet/margin-mse/kl distillation."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
     doc_segment_id: Optional[int] = typer.Option(None, "--doc-segment-id", help="repbert: segment id of documents (default: 1)."),

@@ -28,15 +28,16 @@ from typing import Any, Iterator, Sequence
 import faiss
 import numpy as np
 
-from rankkit import __version__
 from rankkit.console import log
 from rankkit.dense import encode as enc
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import RankkitError
 from rankkit.formats import atomic_write
+from rankkit.indexes import MANIFEST_NAME, new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
-from rankkit.training.checkpoint import load_for_inference, read_json, write_json
+from rankkit.training.checkpoint import load_for_inference
 
-INDEX_META = "rankkit-index.json"
+INDEX_META = MANIFEST_NAME
+DENSE_KINDS = ("dense", "dense-shard")
 INDEX_FILE = "index.faiss"
 DOCIDS = "docids.txt"
 FAISS_KINDS = ("flat", "ivfpq")
@@ -146,12 +147,16 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
                       index_dir: str | os.PathLike[str], faiss_kind: str = "flat", nlist: int = 2000,
                       pq_m: int = 16, pq_bits: int = 8, batch_size: int = 64,
                       shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
-                      device: str = "auto") -> dict[str, Any]:
+                      device: str = "auto", max_query_length: int | None = None,
+                      max_doc_length: int | None = None) -> dict[str, Any]:
     """Encode ``corpus`` with ``model_name`` (from ``checkpoint``, or zero-shot when ``None``) and index it.
 
     With ``shard="I/N"`` (N > 1) only shard I is encoded into ``index_dir`` (a shard folder, not
     searchable); :func:`merge_dense_shards` then builds the index from all shard folders. Re-running
-    after an interruption skips the chunks already encoded. Returns the rankkit-index.json content.
+    after an interruption skips the chunks already encoded. ``max_query_length``/``max_doc_length``
+    override the model's token limits (e.g. a zero-shot model on a symmetric task, where queries are
+    as long as documents); they are recorded in ``model_hparams`` and retrieval uses them.
+    Returns the rankkit-index.json content.
     """
     if faiss_kind not in FAISS_KINDS:
         raise RankkitError(f"unknown faiss kind {faiss_kind!r}; known: {', '.join(FAISS_KINDS)}")
@@ -160,29 +165,22 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
     model = load_bi_encoder(model_name, checkpoint, device)
+    set_max_lengths(model, max_query_length, max_doc_length)
     if faiss_kind == "ivfpq" and model.dim % pq_m:
         raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {model.dim}")
     manifest = _manifest(model_name, checkpoint, model)
     done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
                              chunk_size=chunk_size, shard=(index, count))
     requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
-    meta: dict[str, Any] = {
-        "kind": "dense" if count == 1 else "dense-shard",
-        "model": model_name,
-        "checkpoint": manifest["checkpoint"],
-        "model_hparams": model.hparams,
-        "dims": model.dim,
-        "metric": "inner_product",
-        "normalized": model.normalized,
-        "corpus": str(corpus),
-        "documents": done.documents,
-        "total_documents": done.total_documents,
-        "chunk_size": chunk_size,
-        "chunks": done.total_chunks,
-        "shard": [index, count],
-        "faiss_requested": requested,
-        "rankkit_version": __version__,
-    }
+    meta = new_manifest(
+        "dense" if count == 1 else "dense-shard", Path(corpus),
+        {"faiss": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "batch_size": batch_size,
+         "chunk_size": chunk_size, "shard": [index, count]},
+        model=model_name, checkpoint=manifest["checkpoint"], model_hparams=model.hparams, dims=model.dim,
+        metric="inner_product", normalized=model.normalized, documents=done.documents,
+        total_documents=done.total_documents, chunk_size=chunk_size, chunks=done.total_chunks,
+        shard=[index, count], faiss_requested=requested,
+    )
     if count == 1:
         sources = [(folder, c) for c in range(done.total_chunks)]
         meta["faiss"] = build_from_chunks(sources, folder, dim=model.dim, total=done.total_documents,
@@ -190,8 +188,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         log(f"dense index of {done.total_documents:,} documents ({model.dim} dims, {faiss_kind}) in {folder}")
     else:
         log(f"encoded shard {index}/{count} ({done.documents:,} documents) into {folder}; "
-            "build the index with merge_dense_shards once every shard is done")
-    write_json(folder / INDEX_META, meta)
+            "build the index with `rankkit index --merge` once every shard is done")
+    write_manifest(folder, meta)
     return meta
 
 
@@ -206,12 +204,10 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
     if not dirs:
         raise RankkitError("no shard folders to merge")
     folders = [Path(d) for d in dirs]
-    metas = [read_json(f / INDEX_META) for f in folders]
+    metas = [read_manifest(f, kinds=DENSE_KINDS) for f in folders]
     encodings = [enc.read_encoding(f) for f in folders]
     first = metas[0]
-    for folder, meta, (manifest, _) in zip(folders, metas, encodings):
-        if meta.get("kind") not in ("dense", "dense-shard"):
-            raise InputError(folder / INDEX_META, None, f"not a dense index shard (kind {meta.get('kind')!r})")
+    for folder, meta in zip(folders, metas):
         for key in ("model", "checkpoint", "model_hparams", "dims", "normalized", "chunk_size", "chunks",
                     "total_documents"):
             if meta.get(key) != first.get(key):
@@ -233,14 +229,16 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
         total=int(first["total_documents"]), faiss_kind=kind, nlist=nlist or int(requested.get("nlist", 2000)),
         pq_m=pq_m or int(requested.get("pq_m", 16)), pq_bits=pq_bits or int(requested.get("pq_bits", 8)),
     )
-    meta = {key: first[key] for key in ("model", "checkpoint", "model_hparams", "dims", "metric", "normalized",
-                                        "corpus", "chunk_size", "chunks")}
-    meta.update({
-        "kind": "dense", "documents": int(first["total_documents"]), "total_documents": int(first["total_documents"]),
-        "shard": [0, 1], "faiss": settings, "faiss_requested": requested,
-        "merged_from": [str(f) for f in folders], "rankkit_version": __version__,
-    })
-    write_json(target / INDEX_META, meta)
+    options = {**first.get("options", {}), "faiss": kind, "shard": [0, 1]}
+    options.update({k: v for k, v in (("nlist", nlist), ("pq_m", pq_m), ("pq_bits", pq_bits)) if v is not None})
+    meta = new_manifest(
+        "dense", first["corpus"], options,
+        **{key: first[key] for key in ("model", "checkpoint", "model_hparams", "dims", "metric", "normalized",
+                                       "chunk_size", "chunks")},
+        documents=int(first["total_documents"]), total_documents=int(first["total_documents"]), shard=[0, 1],
+        faiss=settings, faiss_requested=requested, merged_from=[str(f.resolve()) for f in folders],
+    )
+    write_manifest(target, meta)
     log(f"merged {len(folders)} shards into {target} ({meta['documents']:,} documents)")
     return meta
 
@@ -256,17 +254,30 @@ def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None, 
     return model
 
 
+def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,
+                    max_doc_length: int | None = None) -> None:
+    """Override a loaded model's query/document token limits (``None`` keeps the model's own)."""
+    if "max_positions" in model.hparams:  # DenseTrans: learned positions, [CLS] takes one
+        lowest, limit = 1, int(model.hparams["max_positions"]) - 1
+    else:  # BERT-like: the limit counts [CLS] and [SEP]
+        config = getattr(getattr(model, "encoder", None), "config", None)
+        lowest, limit = 2, int(getattr(config, "max_position_embeddings", 512))
+    for name, value in (("max_query_length", max_query_length), ("max_doc_length", max_doc_length)):
+        if value is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        if int(value) < lowest:
+            raise RankkitError(f"{option} must be at least {lowest} for {model.name}, got {value}")
+        if int(value) > limit:
+            raise RankkitError(f"{option} {value} exceeds the {model.name} model's {limit} positions")
+        setattr(model, name, int(value))
+        model.hparams[name] = int(value)
+
+
 def load_dense_index(index_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], faiss.Index, list[str]]:
     """``(metadata, faiss index, docids)`` of a finished dense index folder."""
     folder = Path(index_dir)
-    if not folder.is_dir():
-        raise InputError(folder, None, "no such index folder")
-    meta = read_json(folder / INDEX_META)
-    if meta.get("kind") == "dense-shard":
-        raise RankkitError(f"{folder} is shard {meta['shard'][0]}/{meta['shard'][1]} of a dense index; "
-                           "merge the shards first")
-    if meta.get("kind") != "dense":
-        raise RankkitError(f"{folder} is not a dense index (kind {meta.get('kind')!r})")
+    meta = read_manifest(folder, kinds=("dense",))
     index = faiss.read_index(str(folder / INDEX_FILE))
     docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines()
     if len(docids) != index.ntotal:

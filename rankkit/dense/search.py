@@ -10,29 +10,38 @@ import faiss
 import numpy as np
 
 from rankkit.console import log, progress_bar
-from rankkit.dense.faiss_index import load_bi_encoder, load_dense_index
+from rankkit.dense.faiss_index import load_bi_encoder, load_dense_index, set_max_lengths
 from rankkit.errors import RankkitError
 from rankkit.formats import Run, read_topics
 
 
 def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
                  k: int = 1000, nprobe: int | None = None, remove_query: bool = False, batch_size: int = 64,
-                 *, device: str = "auto") -> Run:
+                 *, device: str = "auto", model_name: str | None = None,
+                 max_query_length: int | None = None) -> Run:
     """Top-``k`` documents per query by inner product (cosine for normalised models).
 
     ``topics`` is a topics file or a ``{qid: text}`` mapping. The model and checkpoint recorded in
     the index's rankkit-index.json encode the queries, so queries and documents always share an
     encoder. ``nprobe`` (IVF indexes) defaults to the value recorded at build time (10).
     ``remove_query`` drops a hit whose docid equals the qid (collections that contain their own
-    queries, e.g. Quora duplicate questions) while still returning ``k`` documents.
+    queries, e.g. Quora duplicate questions) while still returning ``k`` documents. ``model_name``, when given, must be the model
+    the index was built with (the CLI's ``--model``): a mismatch is an error, not a silent swap.
+    ``max_query_length`` overrides the query token limit recorded in the index.
     """
     if k < 1:
         raise RankkitError(f"k must be at least 1, got {k}")
     if batch_size < 1:
         raise RankkitError(f"batch size must be at least 1, got {batch_size}")
     meta, index, docids = load_dense_index(index_dir)
+    if model_name is not None and model_name != meta["model"]:
+        raise RankkitError(f"{index_dir} is a dense index built with --model {meta['model']}, not {model_name}; "
+                           f"retrieve from it with --model {meta['model']}")
     queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
     model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device)
+    # The query limit recorded at build time (it may override the model's), unless given here.
+    recorded = meta.get("model_hparams", {}).get("max_query_length")
+    set_max_lengths(model, max_query_length if max_query_length is not None else recorded)
     if model.dim != int(meta["dims"]) or model.normalized != bool(meta["normalized"]):
         raise RankkitError(f"{index_dir}: the model no longer matches the index ({model.dim} dims vs {meta['dims']})")
     ivf = None

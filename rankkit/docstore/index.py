@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError
 from rankkit.errors import RankkitError
 from rankkit.lexical import java
-from rankkit.lexical.manifest import read_manifest
+from rankkit.indexes import read_manifest
 
 
 def raw_contents(raw: str) -> str:

@@ -31,7 +31,7 @@ from rankkit.errors import InputError, RankkitError
 from rankkit.formats._files import PathLike
 from rankkit.formats.corpus import iter_corpus
 from rankkit.lexical import java
-from rankkit.lexical.manifest import MANIFEST_NAME, is_empty_dir, new_manifest, write_manifest
+from rankkit.indexes import MANIFEST_NAME, is_empty_dir, new_manifest, write_manifest
 
 ANALYZER = "Anserini default: Lucene English analyzer, Porter stemmer, Lucene's English stopwords"
 

@@ -20,7 +20,7 @@ from rankkit.formats.runs import write_run
 from rankkit.formats.topics import read_topics
 from rankkit.lexical import java
 from rankkit.lexical.index import default_threads, index_options
-from rankkit.lexical.manifest import read_manifest
+from rankkit.indexes import read_manifest
 
 Hits = list[tuple[str, float]]
 

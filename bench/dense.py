@@ -1,0 +1,285 @@
+"""Dense first stage benchmark: Quora question retrieval, encoding throughput and memory, TREC DL pool, fusion.
+
+    python bench/dense.py [--steps quora,throughput,dl,fuse] [--output runs/bench-dense]
+        [--quora-dir runs/bench-bm25/quora] [--dl-dir ../shared/data/msmarco-passage-trec-dl]
+        [--densetrans-steps 60] [--threads 2]
+
+Every stage runs the ``rankkit`` CLI in a subprocess under ``/usr/bin/time -v`` (wall time and
+peak RSS recorded with the exact command); an output that already exists is reused (the bench
+resumes), so delete the output folder for a clean measurement. Runs are evaluated with
+:func:`rankkit.evaluation.evaluate_files` (the code behind ``rankkit eval``). Results go to
+``OUTPUT/dense.json`` and a markdown summary ``OUTPUT/dense.md``.
+
+Steps:
+  quora       BM25, zero-shot RepBERT (packaged all-MiniLM-L6-v2) and DenseTrans trained on the dev
+              split's BM25-mined groups, on the Quora task of examples/quora/prepare.py
+              (R@100, RR@100, AP@100, nDCG@10; DenseTrans Table 2).
+  throughput  rankkit's dense encoding vs SentenceTransformer.encode, same weights, same 2,000
+              DL pool passages, same process, alternating, best of --repeats.
+  dl          zero-shot RepBERT over the DL19+DL20 pooled corpus (24,884 passages) vs BM25 on
+              the same pool; also the peak-RSS comparison: the pool's first 10% vs all of it.
+  fuse        BM25 + RepBERT and RepBERT + BM25 with ``rankkit fuse --method alternate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rankkit.evaluation import evaluate_files  # noqa: E402
+from rankkit.formats import atomic_write  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+RK = [sys.executable, "-m", "rankkit"]
+QUORA_MEASURES = ["R@100", "RR@100", "AP@100", "nDCG@10"]
+DL_MEASURES = ["nDCG@10", "RR(rel=2)@10", "R(rel=2)@100"]
+
+
+def run_command(args: list[str], record: dict[str, Any], name: str, done: Path | None = None) -> None:
+    """Run ``args`` under /usr/bin/time -v; record command, wall seconds and peak RSS under ``name``."""
+    shown = " ".join(shlex.quote(str(a)) for a in ["rankkit", *args[3:]] if True) if args[:3] == RK else \
+        " ".join(shlex.quote(str(a)) for a in args)
+    if done is not None and done.exists():
+        print(f"[bench] reuse {done} ({shown})", file=sys.stderr)
+        record.setdefault(name, {"command": shown, "reused": True})
+        return
+    print(f"[bench] {shown}", file=sys.stderr)
+    started = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-v", *map(str, args)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
+    sys.stderr.write(proc.stderr[-3000:])
+    if proc.returncode != 0:
+        raise SystemExit(f"[bench] failed ({proc.returncode}): {shown}")
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    record[name] = {"command": shown, "seconds": round(wall, 1),
+                    "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None}
+
+
+def scores(qrels: Path, run: Path, measures: list[str]) -> dict[str, float]:
+    result = evaluate_files(qrels, [run], measures)
+    return {m: round(v, 4) for m, v in next(iter(result.runs.values())).aggregates.items()}
+
+
+def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+    q = args.quora_dir
+    if not (q / "corpus.jsonl").exists():
+        run_command([sys.executable, "examples/quora/prepare.py", "--output", q], {}, "prepare")
+    o = out / "quora"
+    o.mkdir(parents=True, exist_ok=True)
+    rec: dict[str, Any] = results.setdefault("quora", {})
+    cmds = rec.setdefault("commands", {})
+    bm25 = o / "bm25.index"
+    run_command([*RK, "index", "--kind", "bm25", "--corpus", q / "corpus.jsonl", "--index", bm25], cmds,
+                "bm25-index", bm25 / "rankkit-index.json")
+    run_command([*RK, "retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "test.topics.tsv",
+                 "--output", o / "test.bm25.run", "--k", "100", "--remove-query"], cmds, "bm25-retrieve",
+                o / "test.bm25.run")
+    zs = o / "repbert-zeroshot.index"
+    run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--corpus", q / "corpus.jsonl",
+                 "--index", zs, "--batch-size", "128", "--threads", str(args.threads)], cmds, "repbert-index",
+                zs / "rankkit-index.json")
+    run_command([*RK, "retrieve", "--model", "repbert", "--index", zs, "--topics", q / "test.topics.tsv",
+                 "--output", o / "test.repbert.run", "--k", "100", "--remove-query", "--threads",
+                 str(args.threads)], cmds, "repbert-retrieve", o / "test.repbert.run")
+    # RepBERT's query limit is 20 tokens (§4.3.1); Quora queries are questions like the documents,
+    # so also measure the zero-shot model with the documents' 256 (what sentence-transformers does).
+    run_command([*RK, "retrieve", "--model", "repbert", "--index", zs, "--topics", q / "test.topics.tsv",
+                 "--output", o / "test.repbert-q256.run", "--k", "100", "--remove-query", "--max-query-length", "256",
+                 "--threads", str(args.threads)], cmds, "repbert-q256-retrieve", o / "test.repbert-q256.run")
+    systems = {"BM25": o / "test.bm25.run", "RepBERT zero-shot (all-MiniLM-L6-v2), query length 20": o / "test.repbert.run",
+               "RepBERT zero-shot, query length 256": o / "test.repbert-q256.run"}
+    if args.densetrans_steps > 0:
+        run_command([*RK, "retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "train.topics.tsv",
+                     "--output", o / "train.bm25.run", "--k", "100", "--remove-query"], cmds, "train-bm25",
+                    o / "train.bm25.run")
+        run_command([*RK, "mine", "--run", o / "train.bm25.run", "--qrels", q / "train.qrels.txt", "--topics",
+                     q / "train.topics.tsv", "--index", bm25, "--output", o / "train.groups.jsonl", "--depth", "100",
+                     "--negatives", "7", "--strategy", "random", "--seed", "0"], cmds, "mine",
+                    o / "train.groups.jsonl")
+        ck = o / "densetrans"
+        run_command([*RK, "train", "--model", "densetrans", "--train", o / "train.groups.jsonl", "--output", ck,
+                     "--max-steps", str(args.densetrans_steps), "--batch-size", "16", "--group-size", "4",
+                     "--lr", "5e-4", "--scale", "20", "--seed", "42", "--log-every", "5"], cmds, "densetrans-train",
+                    ck / "rankkit.json")
+        dt = o / "densetrans.index"
+        run_command([*RK, "index", "--kind", "dense", "--model", "densetrans", "--checkpoint", ck, "--corpus",
+                     q / "corpus.jsonl", "--index", dt, "--batch-size", "256", "--threads", str(args.threads)],
+                    cmds, "densetrans-index", dt / "rankkit-index.json")
+        run_command([*RK, "retrieve", "--model", "densetrans", "--index", dt, "--topics", q / "test.topics.tsv",
+                     "--output", o / "test.densetrans.run", "--k", "100", "--remove-query"], cmds,
+                    "densetrans-retrieve", o / "test.densetrans.run")
+        systems["DenseTrans (trained here)"] = o / "test.densetrans.run"
+        log = [json.loads(line) for line in (ck / "train.log").read_text().splitlines()]
+        rec["densetrans_loss"] = [(e["step"], round(e["loss"], 4)) for e in log if "loss" in e]
+    rec["scores"] = {name: scores(q / "test.qrels.txt", run, QUORA_MEASURES) for name, run in systems.items()}
+    rec["runs"] = {name: str(run) for name, run in systems.items()}
+
+
+def pool_corpus(dl_dir: Path, target: Path, limit: int | None = None) -> int:
+    """DL19 + DL20 candidate pools as one TSV (first occurrence of each pid), optionally the first ``limit``."""
+    seen: set[str] = set()
+    with atomic_write(target) as out:
+        for year in ("dl19", "dl20"):
+            with gzip.open(dl_dir / "derived" / f"{year}.passages.union5runs.tsv.gz", "rt", encoding="utf-8") as src:
+                for line in src:
+                    pid = line.split("\t", 1)[0]
+                    if pid not in seen and (limit is None or len(seen) < limit):
+                        seen.add(pid)
+                        out.write(line if line.endswith("\n") else line + "\n")
+    return len(seen)
+
+
+def throughput(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+    """Passages/s of rankkit's encoder vs SentenceTransformer.encode (same weights, texts, process)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from rankkit.dense import load_bi_encoder
+    from rankkit.models.backbone import resolve_backbone
+
+    torch.set_num_threads(args.threads)
+    texts = []
+    with gzip.open(args.dl_dir / "derived" / "dl19.passages.union5runs.tsv.gz", "rt", encoding="utf-8") as src:
+        for line in src:
+            texts.append(line.rstrip("\n").split("\t", 1)[1])
+            if len(texts) == args.throughput_passages:
+                break
+    ours = load_bi_encoder("repbert", None, "cpu")
+    path = resolve_backbone(None)
+    st = SentenceTransformer(str(path), device="cpu")
+    st.max_seq_length = ours.hparams.get("max_doc_length", 256)
+    timings: dict[str, list[float]] = {"rankkit": [], "sentence-transformers": []}
+    agree = None
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        a = ours.encode(texts, is_query=False, batch_size=64)
+        timings["rankkit"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        b = st.encode(texts, batch_size=64, convert_to_numpy=True)
+        timings["sentence-transformers"].append(time.perf_counter() - t)
+        agree = float(abs(a.numpy() - b).max())
+    best = {k: min(v) for k, v in timings.items()}
+    results["throughput"] = {
+        "passages": len(texts), "batch_size": 64, "max_length": st.max_seq_length, "threads": args.threads,
+        "seconds": {k: [round(x, 2) for x in v] for k, v in timings.items()},
+        "passages_per_s": {k: round(len(texts) / v, 1) for k, v in best.items()},
+        "speedup": round(best["sentence-transformers"] / best["rankkit"], 2),
+        "max_abs_difference": agree,
+    }
+
+
+def dl(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+    o = out / "dl"
+    o.mkdir(parents=True, exist_ok=True)
+    rec: dict[str, Any] = results.setdefault("dl", {})
+    cmds = rec.setdefault("commands", {})
+    pool = o / "dl19+dl20.pool.tsv"
+    if not pool.exists():
+        rec["documents"] = pool_corpus(args.dl_dir, pool)
+    small = o / "pool.first10pct.tsv"
+    if not small.exists():
+        rec["documents_small"] = pool_corpus(args.dl_dir, small, limit=2488)
+    # Peak RSS: the same command on 10% and on 100% of the pool.
+    run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--corpus", small, "--index",
+                 o / "repbert-small.index", "--threads", str(args.threads)], cmds, "repbert-index-2488",
+                o / "repbert-small.index" / "rankkit-index.json")
+    idx = o / "repbert.index"
+    run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--corpus", pool, "--index", idx,
+                 "--threads", str(args.threads)], cmds, "repbert-index-24884", idx / "rankkit-index.json")
+    bm25 = o / "bm25.index"
+    run_command([*RK, "index", "--kind", "bm25", "--corpus", pool, "--index", bm25], cmds, "bm25-index",
+                bm25 / "rankkit-index.json")
+    tq = args.dl_dir / "topics-qrels"
+    topics = {"dl19": tq / "topics.dl19-passage.txt", "dl20": tq / "topics.dl20.txt"}
+    qrels = {"dl19": tq / "qrels.dl19-passage.txt", "dl20": tq / "qrels.dl20-passage.txt"}
+    rec["scores"] = {}
+    for year in ("dl19", "dl20"):
+        for model, index in (("bm25", bm25), ("repbert", idx)):
+            run = o / f"{year}.{model}.run"
+            run_command([*RK, "retrieve", "--model", model, "--index", index, "--topics", topics[year], "--output",
+                         run, "--k", "1000"], cmds, f"{year}-{model}", run)
+            rec["scores"][f"{year} {model}"] = scores(qrels[year], run, DL_MEASURES)
+
+
+def fuse(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+    rec: dict[str, Any] = results.setdefault("fuse", {})
+    cmds = rec.setdefault("commands", {})
+    rec["scores"] = {}
+    tq = args.dl_dir / "topics-qrels"
+    tasks = [("quora", out / "quora" / "test.bm25.run", out / "quora" / "test.repbert.run",
+              args.quora_dir / "test.qrels.txt", QUORA_MEASURES, "100")]
+    for year, q in (("dl19", "qrels.dl19-passage.txt"), ("dl20", "qrels.dl20-passage.txt")):
+        tasks.append((year, out / "dl" / f"{year}.bm25.run", out / "dl" / f"{year}.repbert.run", tq / q,
+                      DL_MEASURES, "1000"))
+    for task, bm25, dense, qrels, measures, k in tasks:
+        if not (bm25.exists() and dense.exists()):
+            continue
+        for name, first, second in (("BM25 + RepBERT", bm25, dense), ("RepBERT + BM25", dense, bm25)):
+            fused = first.parent / f"{task}.alternate.{'bm25+repbert' if first == bm25 else 'repbert+bm25'}.run"
+            run_command([*RK, "fuse", "--method", "alternate", "--output", fused, "--k", k, first, second], cmds,
+                        f"{task} {name}", fused)
+            rec["scores"][f"{task} {name}"] = scores(qrels, fused, measures)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [f"# Dense benchmark ({results['date']}, {results['machine']})", ""]
+    for section, measures in (("quora", QUORA_MEASURES), ("dl", DL_MEASURES), ("fuse", None)):
+        if "scores" not in results.get(section, {}):
+            continue
+        rows = results[section]["scores"]
+        ms = measures or list(dict.fromkeys(m for vals in rows.values() for m in vals))
+        lines += [f"## {section}", "", "| system | " + " | ".join(ms) + " |", "| --- |" + " --- |" * len(ms)]
+        for name, vals in rows.items():
+            lines.append(f"| {name} | " + " | ".join(f"{vals[m]:.4f}" if m in vals else "-" for m in ms) + " |")
+        lines += ["", "| step | command | wall s | peak RSS MB |", "| --- | --- | --- | --- |"]
+        for name, c in results[section].get("commands", {}).items():
+            lines.append(f"| {name} | `{c['command']}` | {c.get('seconds', 'reused')} | {c.get('peak_rss_mb', '')} |")
+        lines.append("")
+    if "throughput" in results:
+        t = results["throughput"]
+        lines += ["## throughput", "", "```", json.dumps(t, indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Dense retrieval benchmark (see the module docstring).")
+    parser.add_argument("--steps", default="quora,throughput,dl,fuse")
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-dense")
+    parser.add_argument("--quora-dir", type=Path, default=ROOT / "runs" / "bench-bm25" / "quora",
+                        help="the Quora task from examples/quora/prepare.py (made there if missing)")
+    parser.add_argument("--dl-dir", type=Path, default=SHARED / "msmarco-passage-trec-dl")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--densetrans-steps", type=int, default=60, help="training steps (0: skip DenseTrans)")
+    parser.add_argument("--throughput-passages", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    out = args.output
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "dense.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    results["date"] = datetime.date.today().isoformat()
+    results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPU cores, {platform.system()}, no GPU"
+    for step in args.steps.split(","):
+        {"quora": quora, "throughput": throughput, "dl": dl, "fuse": fuse}[step](args, out, results)
+        with atomic_write(path) as handle:  # after each step: a long bench keeps what it measured
+            handle.write(json.dumps(results, indent=2) + "\n")
+        with atomic_write(out / "dense.md") as handle:
+            handle.write(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
