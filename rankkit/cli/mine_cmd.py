@@ -27,7 +27,7 @@ def mine_command(
         None, "--index", help="...or from this BM25 index's stored raw text."
     ),
     cache_dir: Optional[Path] = typer.Option(
-        None, "--cache-dir", help="Where the corpus's docid table is cached [default: beside the corpus]."
+        None, "--cache-dir", help="Where the corpus's docid table is cached (default: beside the corpus)."
     ),
     depth: int = typer.Option(100, "--depth", help="Negatives come from the run's top DEPTH."),
     negatives: int = typer.Option(8, "--negatives", help="Negatives per query."),
