@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.registry import OptionRegistry
 from rankkit.console import log
 from rankkit.errors import RankkitError
 
@@ -28,29 +29,8 @@ class IndexRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class IndexKind:
-    """A registered ``--kind``: its help line, build function and the kind-specific options it takes."""
-
-    name: str
-    help: str
-    build: Callable[[IndexRequest], None]
-    options: frozenset[str] = frozenset()
-
-
-INDEX_KINDS: dict[str, IndexKind] = {}
-
-
-def register_index_kind(
-    name: str, help: str, options: tuple[str, ...] = ()
-) -> Callable[[Callable[[IndexRequest], None]], Callable[[IndexRequest], None]]:
-    """Decorator adding a ``--kind NAME`` builder to ``rankkit index``."""
-
-    def add(build: Callable[[IndexRequest], None]) -> Callable[[IndexRequest], None]:
-        INDEX_KINDS[name] = IndexKind(name, help, build, frozenset(options))
-        return build
-
-    return add
+INDEX_KINDS: OptionRegistry[IndexRequest] = OptionRegistry("--kind", "index kind", "kinds")
+register_index_kind = INDEX_KINDS.register
 
 
 @register_index_kind(
@@ -141,28 +121,9 @@ def _prepare_dense_folder(index: Path, force: bool) -> None:
         shutil.rmtree(index)
 
 
-def kind_of(name: str) -> IndexKind:
-    """The registered kind ``name``, or a one-line error listing the known ones."""
-    if name not in INDEX_KINDS:
-        raise RankkitError(f"unknown index kind {name!r}; known kinds: {', '.join(sorted(INDEX_KINDS))}")
-    return INDEX_KINDS[name]
-
-
-def given_options(kind: IndexKind, options: dict[str, Any]) -> dict[str, Any]:
-    """Kind-specific options that were given (not None/False), checked against what ``kind`` accepts."""
-    given = {name: value for name, value in options.items() if value not in (None, False)}
-    for name in given:
-        if name not in kind.options:
-            owners = sorted(k.name for k in INDEX_KINDS.values() if name in k.options)
-            raise RankkitError(
-                f"--{name.replace('_', '-')} applies to --kind {' or '.join(owners)}, not {kind.name}"
-            )
-    return given
-
-
 @app.command("index")
 def index_command(
-    kind: str = typer.Option("bm25", "--kind", help=f"Index kind: {', '.join(sorted(INDEX_KINDS))}."),
+    kind: str = typer.Option("bm25", "--kind", help=f"Index kind: {', '.join(INDEX_KINDS.names())}."),
     corpus: Optional[Path] = typer.Option(
         None,
         "--corpus",
@@ -252,9 +213,9 @@ def index_command(
         return
     if corpus is None:
         raise RankkitError("--corpus is required (or --merge SHARD... to join dense shards)")
-    chosen = kind_of(kind)
-    options = given_options(chosen, {"docvectors": docvectors, **dense})
-    chosen.build(IndexRequest(corpus, index, threads, force, options))
+    chosen = INDEX_KINDS.get(kind)
+    options = INDEX_KINDS.given_options(chosen, {"docvectors": docvectors, **dense})
+    chosen.run(IndexRequest(corpus, index, threads, force, options))
 
 
 def _merge(shards: list[Path], index: Path, kind: str, corpus: Optional[Path], docvectors: bool,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.registry import OptionRegistry
 from rankkit.console import log
 from rankkit.errors import RankkitError
 
@@ -32,29 +33,8 @@ class RetrieveRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Retriever:
-    """A registered ``--model``."""
-
-    name: str
-    help: str
-    retrieve: Callable[[RetrieveRequest], None]
-    options: frozenset[str] = frozenset()
-
-
-RETRIEVERS: dict[str, Retriever] = {}
-
-
-def register_retriever(
-    name: str, help: str, options: tuple[str, ...] = ()
-) -> Callable[[Callable[[RetrieveRequest], None]], Callable[[RetrieveRequest], None]]:
-    """Decorator adding a ``--model NAME`` to ``rankkit retrieve``."""
-
-    def add(retrieve: Callable[[RetrieveRequest], None]) -> Callable[[RetrieveRequest], None]:
-        RETRIEVERS[name] = Retriever(name, help, retrieve, frozenset(options))
-        return retrieve
-
-    return add
+RETRIEVERS: OptionRegistry[RetrieveRequest] = OptionRegistry("--model", "model", "models")
+register_retriever = RETRIEVERS.register
 
 
 BM25_OPTIONS = ("k1", "b", "rm3", "fb_terms", "fb_docs", "original_weight")
@@ -140,28 +120,9 @@ def _retrieve_densetrans(request: RetrieveRequest) -> None:
     _retrieve_dense(request, "densetrans")
 
 
-def retriever_of(name: str) -> Retriever:
-    """The registered model ``name``, or a one-line error listing the known ones."""
-    if name not in RETRIEVERS:
-        raise RankkitError(f"unknown model {name!r}; known models: {', '.join(sorted(RETRIEVERS))}")
-    return RETRIEVERS[name]
-
-
-def given_options(model: Retriever, options: dict[str, Any]) -> dict[str, Any]:
-    """Model-specific options that were given (not None/False), checked against what ``model`` accepts."""
-    given = {name: value for name, value in options.items() if value is not None and value is not False}
-    for name in given:
-        if name not in model.options:
-            owners = sorted(m.name for m in RETRIEVERS.values() if name in m.options)
-            raise RankkitError(
-                f"--{name.replace('_', '-')} applies to --model {' or '.join(owners)}, not {model.name}"
-            )
-    return given
-
-
 @app.command("retrieve")
 def retrieve_command(
-    model: str = typer.Option("bm25", "--model", help=f"Retrieval model: {', '.join(sorted(RETRIEVERS))}."),
+    model: str = typer.Option("bm25", "--model", help=f"Retrieval model: {', '.join(RETRIEVERS.names())}."),
     index: Path = typer.Option(..., "--index", help="Index directory built by `rankkit index`."),
     topics: Path = typer.Option(..., "--topics", help="Queries: TSV (qid, tab, text) or JSONL."),
     output: Path = typer.Option(..., "--output", "-o", help="Run file to write (.gz compresses)."),
@@ -222,8 +183,8 @@ def retrieve_command(
 
     A query with no hits is reported (warning with a count), not silently dropped.
     """
-    chosen = retriever_of(model)
-    options = given_options(
+    chosen = RETRIEVERS.get(model)
+    options = RETRIEVERS.given_options(
         chosen,
         {
             "k1": k1,
@@ -238,4 +199,4 @@ def retrieve_command(
             "max_query_length": max_query_length,
         },
     )
-    chosen.retrieve(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))
+    chosen.run(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))
