@@ -27,21 +27,22 @@ import gzip
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ir_measures
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "bench"))
 
 from rankkit.formats import atomic_write, read_qrels, read_run, read_topics  # noqa: E402
 from rankkit.lexical import java  # noqa: E402
 from rankkit.lexical.index import build_bm25_index  # noqa: E402
 from rankkit.lexical.search import Bm25Searcher, retrieve_bm25  # noqa: E402
+from _timing import median_seconds  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 DL_MEASURES = ["nDCG@10", "RR(rel=2)@10", "R(rel=2)@100"]
@@ -51,15 +52,6 @@ BASELINES = {
     "dl20": {"nDCG@10": 0.4660, "RR(rel=2)@10": 0.6444, "R(rel=2)@100": 0.5628},
     "quora": {"R@100": 0.9826, "RR@100": 0.6750, "nDCG@10": 0.7123},
 }
-
-
-def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def union_corpus(dl_dir: Path, target: Path) -> int:

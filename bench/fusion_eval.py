@@ -17,24 +17,15 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from _timing import median_seconds  # noqa: E402  (one timing helper for every bench script)
 SYSTEMS = ["BM25", "BM25_RM3", "D_BERT_KD_TASB", "OPEN_AI_ADA2", "SPLADE_P_P_ENSEMBLE_DISTIL"]
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def run_cli(cmd: list[str]) -> None:
@@ -89,8 +80,8 @@ def main() -> None:
     tie_free = [p for name, p in zip(SYSTEMS, run_paths) if ties[name] == 0]
     identical, n_queries, max_score_diff = agreement(run_paths)
     identical_tf, n_queries_tf, max_score_diff_tf = agreement(tie_free)
-    t_ours = median_time(rankkit_rrf, args.repeats)
-    t_ranx = median_time(ranx_rrf, args.repeats)
+    t_ours = median_seconds(rankkit_rrf, args.repeats)
+    t_ranx = median_seconds(ranx_rrf, args.repeats)
 
     # --- the CLI: rankkit fuse / rankkit eval vs ranx has no CLI; ir_measures CLI ------------------
     measures = ["nDCG@10", "RR(rel=2)@10", "AP(rel=2)@100", "R(rel=2)@100"]
@@ -98,7 +89,7 @@ def main() -> None:
     rankkit_bin = str(bin_dir / "rankkit")
     with tempfile.TemporaryDirectory() as tmp:
         fused = Path(tmp) / "rrf.run"
-        t_fuse_cli = median_time(
+        t_fuse_cli = median_seconds(
             lambda: run_cli([rankkit_bin, "fuse", "--method", "rrf", *map(str, run_paths), "--output", str(fused)]),
             args.repeats,
         )
@@ -107,13 +98,13 @@ def main() -> None:
         + [a for m in measures for a in ("-m", m)],
         "ir_measures CLI": [sys.executable, "-m", "ir_measures", str(qrels), str(run_paths[0]), *measures],
     }
-    eval_times = {name: median_time(lambda c=cmd: run_cli(c), args.repeats) for name, cmd in eval_cmds.items()}
+    eval_times = {name: median_seconds(lambda c=cmd: run_cli(c), args.repeats) for name, cmd in eval_cmds.items()}
     eval_all_cmd = [rankkit_bin, "eval", "--qrels", str(qrels), *map(str, run_paths)] + [
         a for m in measures for a in ("-m", m)
     ]
     irm_all = [[sys.executable, "-m", "ir_measures", str(qrels), str(p), *measures] for p in run_paths]
-    t_eval_all = median_time(lambda: run_cli(eval_all_cmd), args.repeats)
-    t_irm_all = median_time(lambda: [run_cli(c) for c in irm_all], args.repeats)
+    t_eval_all = median_seconds(lambda: run_cli(eval_all_cmd), args.repeats)
+    t_irm_all = median_seconds(lambda: [run_cli(c) for c in irm_all], args.repeats)
 
     today = datetime.date.today().isoformat()
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}"
