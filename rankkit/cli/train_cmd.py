@@ -13,7 +13,7 @@ from rankkit.errors import RankkitError
 
 @app.command("train")
 def train_command(
-    model: str = typer.Option(..., "--model", help="Model to train: repbert, densetrans."),
+    model: str = typer.Option(..., "--model", help="Model to train: repbert, densetrans, mono, matrank, matrank-row."),
     train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable."),
     output: Path = typer.Option(..., "--output", "-o", help="Checkpoint folder to write."),
     backbone: Optional[Path] = typer.Option(None, "--backbone", help="Local Hugging Face folder (default: packaged all-MiniLM-L6-v2)."),
@@ -46,6 +46,9 @@ def train_command(
     concat_layers: bool = typer.Option(False, "--concat-layers", help="densetrans: +Concat ablation."),
     scale: Optional[float] = typer.Option(None, "--scale", help="densetrans: cosine multiplier in the softmax (default: 1, Eq. 6)."),
     embedding_init: Optional[str] = typer.Option(None, "--embedding-init", help="densetrans: backbone (MiniLM vectors) or random."),
+    encoder: Optional[str] = typer.Option(None, "--encoder", help="mono/matrank/matrank-row: cross ([CLS] of the pair, default) or bi (frozen bi-encoder features)."),
+    freeze_encoder: Optional[bool] = typer.Option(None, "--freeze-encoder/--tune-encoder", help="mono/matrank: freeze the backbone (default: frozen for --encoder bi only)."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="mono/matrank: head hidden width (default: mono cross 0 = linear, matrank cross 384, bi 256)."),
 ) -> None:
     """Train a model on training groups; writes a checkpoint folder with rankkit.json and train.log.
 
@@ -64,6 +67,9 @@ def train_command(
         "variant": variants[0] if variants else None,
         "scale": scale,
         "embedding_init": embedding_init,
+        "encoder": encoder,
+        "freeze_encoder": freeze_encoder,
+        "hidden": hidden,
     }
     config = TrainConfig(
         model=model, train=list(train), output=output, backbone=backbone, epochs=epochs, max_steps=max_steps,

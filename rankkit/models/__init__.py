@@ -9,11 +9,16 @@ from __future__ import annotations
 from rankkit.errors import RankkitError
 from rankkit.models.base import BiEncoder, RankingModel
 from rankkit.models.densetrans import DenseTrans
+from rankkit.models.matrank import MatRank, MatRankRow
+from rankkit.models.mono import Mono
 from rankkit.models.repbert import RepBERT
 
 MODELS: dict[str, type[RankingModel]] = {
     RepBERT.name: RepBERT,
     DenseTrans.name: DenseTrans,
+    Mono.name: Mono,
+    MatRank.name: MatRank,
+    MatRankRow.name: MatRankRow,
 }
 
 
@@ -25,4 +30,5 @@ def get_model_class(name: str) -> type[RankingModel]:
         raise RankkitError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
 
 
-__all__ = ["MODELS", "BiEncoder", "DenseTrans", "RankingModel", "RepBERT", "get_model_class"]
+__all__ = ["MODELS", "BiEncoder", "DenseTrans", "MatRank", "MatRankRow", "Mono", "RankingModel", "RepBERT",
+           "get_model_class"]

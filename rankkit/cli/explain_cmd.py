@@ -1,0 +1,53 @@
+"""``rankkit explain``: MatRank's preference matrix for one query as a heat map (paper 000, Figure 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rankkit.cli.app import app
+from rankkit.errors import RankkitError
+
+
+@app.command("explain")
+def explain_command(
+    model: str = typer.Option("matrank", "--model", help="matrank or matrank-row."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder written by rankkit train."),
+    run: Path = typer.Option(..., "--run", help="Run holding the query's candidates."),
+    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
+    qid: str = typer.Option(..., "--qid", help="The query to explain."),
+    output: Path = typer.Option(..., "--output", "-o", help="Figure to write (.png, .pdf or .svg)."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
+    index: Optional[Path] = typer.Option(None, "--index", help="...or from this BM25 index's stored raw text."),
+    depth: int = typer.Option(20, "--depth", help="Candidates in the matrix (the run's top DEPTH)."),
+    top: int = typer.Option(5, "--top", help="Passages printed to the terminal."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+) -> None:
+    """Draw S (Eq. 3) with candidates labelled and the row/column means beside it; print the top passages."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rankkit.docstore import open_docstore
+    from rankkit.rerank.explain import explain_query, plot_explanation
+    from rankkit.training.checkpoint import load_for_inference
+    from rankkit.training.engine import pick_device
+
+    if model not in ("matrank", "matrank-row"):
+        raise RankkitError(f"explain shows MatRank's matrix: --model matrank or matrank-row, not {model!r}")
+    if (corpus is None) == (index is None):
+        raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
+    ranker = load_for_inference(model, checkpoint)
+    ranker.to(pick_device(device))
+    with open_docstore(corpus=corpus, index=index) as store:
+        expl = explain_query(ranker, run, topics, store, qid, depth=depth)  # type: ignore[arg-type]
+    plot_explanation(expl, output)
+    table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)
+    for name in ("rank", "was", "docid", "vote", "beta", "omega", "passage"):
+        table.add_column(name, overflow="fold")
+    for c in expl.candidates[:top]:
+        text = c.text if len(c.text) <= 200 else c.text[:197] + "..."
+        table.add_row(str(c.rank), str(c.input_rank), c.docid, f"{c.vote:.3f}", f"{c.beta:.4f}", f"{c.omega:.4f}", text)
+    Console(soft_wrap=True).print(table)
+    Console(stderr=True).print(f"wrote {output}", highlight=False)

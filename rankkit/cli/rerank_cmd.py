@@ -1,0 +1,55 @@
+"""``rankkit rerank``: re-rank a run's top candidates with a trained (or zero-shot) model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rankkit.cli.app import app
+from rankkit.errors import RankkitError
+
+
+@app.command("rerank")
+def rerank_command(
+    model: str = typer.Option(..., "--model", help="mono, matrank, matrank-row, repbert or densetrans."),
+    checkpoint: Optional[Path] = typer.Option(
+        None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
+    ),
+    run: Path = typer.Option(..., "--run", help="First-stage run to re-rank."),
+    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Re-ranked run to write."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
+    index: Optional[Path] = typer.Option(None, "--index", help="...or from this BM25 index's stored raw text."),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="Where the corpus's docid table is cached [default: beside the corpus]."
+    ),
+    depth: int = typer.Option(100, "--depth", help="Re-rank each query's top DEPTH; the rest follow unchanged."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Pairs per encoder forward pass."),
+    max_length: Optional[int] = typer.Option(
+        None, "--max-length", help="Tokens per input: the whole pair (cross-encoders) or the passage (bi-encoders)."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    tag: Optional[str] = typer.Option(None, "--tag", help="Run tag [rankkit-MODEL]."),
+) -> None:
+    """Re-rank each query's top --depth candidates by query and passage text; the rest keep their order below.
+
+    The output keeps the input's depth. Queries stream a few at a time; the re-ranker never sees
+    first-stage scores.
+    """
+    from rankkit.docstore import open_docstore
+    from rankkit.rerank import rerank_run
+    from rankkit.training.checkpoint import load_for_inference
+    from rankkit.training.engine import pick_device
+
+    if (corpus is None) == (index is None):
+        raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
+    if index is not None and cache_dir is not None:
+        raise RankkitError("--cache-dir applies to --corpus only")
+    if depth < 1:
+        raise RankkitError(f"--depth must be at least 1, got {depth}")
+    ranker = load_for_inference(model, checkpoint)
+    with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
+        rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
+                   max_length=max_length, device=pick_device(device), tag=tag)

@@ -1,0 +1,157 @@
+"""Second-stage re-ranking of a run, streamed query by query (``rankkit rerank``).
+
+Each query's top ``depth`` candidates are scored by a model from the query text and the passage
+text only (never the first-stage rank or score) and re-ordered; the candidates below ``depth``
+follow unchanged, as pygaggle does, so the output keeps the input's depth. Their scores are
+re-written as ``min(re-ranked scores) - 1, - 2, ...`` in their input order, so that
+:func:`rankkit.formats.write_run`'s sort reproduces exactly that order.
+
+Queries stream from the run a few at a time (until ``chunk_pairs`` candidates are gathered), so
+memory does not grow with the run; all pairs of a chunk are encoded together, longest first, in
+batches of ``batch_size`` under ``torch.inference_mode``. Models:
+
+* :class:`~rankkit.models.cross_encoder.CandidateListModel` (``mono``, ``matrank``, ``matrank-row``):
+  their :meth:`rerank_scores` (point-wise logits, or MatRank's Borda vote);
+* :class:`~rankkit.models.base.BiEncoder` (``repbert``, ``densetrans``): the embedding similarity
+  (inner product x the model's similarity scale); untrained ``repbert`` is the zero-shot baseline.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+
+from rankkit.console import log, progress_bar
+from rankkit.docstore import DocStore
+from rankkit.errors import InputError, RankkitError
+from rankkit.formats import read_topics, write_run
+from rankkit.formats.runs import iter_run_queries
+from rankkit.models.base import BiEncoder, RankingModel
+from rankkit.models.cross_encoder import CandidateListModel
+
+
+@dataclass
+class RerankReport:
+    """What a re-ranking pass did."""
+
+    queries: int
+    reranked: int  # candidates scored by the model
+    lines: int  # lines written
+    seconds: float
+
+    @property
+    def pairs_per_second(self) -> float:
+        return self.reranked / self.seconds if self.seconds > 0 else 0.0
+
+
+@torch.inference_mode()
+def score_candidates(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                     batch_size: int = 32) -> list[torch.Tensor]:
+    """Re-ranking scores (float64, CPU) of each query's candidate texts."""
+    if isinstance(model, CandidateListModel):
+        return model.rerank_scores(queries, candidates, batch_size=batch_size)
+    if isinstance(model, BiEncoder):
+        flat = [t for texts in candidates for t in texts]
+        if not flat:
+            return [torch.empty(0, dtype=torch.float64) for _ in queries]
+        q = model.encode(list(queries), is_query=True, batch_size=batch_size).double()
+        d = model.encode(flat, is_query=False, batch_size=batch_size).double()
+        out, start = [], 0
+        for i, texts in enumerate(candidates):
+            part = d[start:start + len(texts)]
+            out.append((part @ q[i]) * model.similarity_scale)
+            start += len(texts)
+        return out
+    raise RankkitError(f"model {model.name!r} cannot re-rank (it is neither a cross-encoder nor a bi-encoder)")
+
+
+def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, float]:
+    """Re-ranked scores plus the unchanged tail below them, in its given order."""
+    docs = dict(reranked)
+    floor = min(reranked.values()) if reranked else 0.0
+    for i, docid in enumerate(tail, start=1):
+        docs[docid] = floor - float(i)
+    return docs
+
+
+def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str],
+               store: DocStore, output: str | os.PathLike[str], *, depth: int = 100, batch_size: int = 32,
+               max_length: int | None = None, device: torch.device | str = "cpu", tag: str | None = None,
+               chunk_pairs: int = 1024) -> RerankReport:
+    """Re-rank each query's top ``depth`` candidates of ``run`` with ``model``; write ``output``.
+
+    ``topics`` gives the query texts (every run query needs one), ``store`` the passage texts.
+    ``max_length`` overrides the model's input length (whole pair for cross-encoders, passage for
+    bi-encoders). The output is written atomically, streaming: a failure leaves no file.
+    """
+    import time
+
+    if depth < 1:
+        raise RankkitError(f"--depth must be at least 1, got {depth}")
+    if batch_size < 1:
+        raise RankkitError(f"--batch-size must be at least 1, got {batch_size}")
+    for path in (run, topics):
+        if not Path(path).is_file():
+            raise InputError(path, None, "is a directory, expected a file" if Path(path).is_dir() else "no such file")
+    texts_of = read_topics(topics)
+    if max_length is not None:
+        _set_max_length(model, max_length)
+    model.to(device)
+    model.eval()
+    tag = tag or f"rankkit-{model.name}"
+    stats = {"queries": 0, "reranked": 0}
+    started = time.perf_counter()
+
+    def chunks() -> Iterator[list[tuple[str, list[tuple[str, float]]]]]:
+        chunk: list[tuple[str, list[tuple[str, float]]]] = []
+        pairs = 0
+        for qid, ranking in iter_run_queries(run):
+            if qid not in texts_of:
+                raise RankkitError(f"query {qid!r} of {run} has no text in {topics}")
+            chunk.append((qid, ranking))
+            pairs += min(depth, len(ranking))
+            if pairs >= chunk_pairs:
+                yield chunk
+                chunk, pairs = [], 0
+        if chunk:
+            yield chunk
+
+    def scored() -> Iterator[tuple[str, dict[str, float]]]:
+        with progress_bar("q") as bar:
+            task = bar.add_task("re-ranking", total=None)
+            for chunk in chunks():
+                heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
+                wanted = sorted({d for h in heads for d in h})
+                passages = store.get_many(wanted)
+                scores = score_candidates(model, [texts_of[qid] for qid, _ in chunk],
+                                          [[passages[d] for d in h] for h in heads], batch_size)
+                for (qid, ranking), head, s in zip(chunk, heads, scores):
+                    top = {docid: float(v) for docid, v in zip(head, s.tolist())}
+                    stats["queries"] += 1
+                    stats["reranked"] += len(head)
+                    yield qid, merge_tail(top, [docid for docid, _ in ranking[depth:]])
+                bar.advance(task, len(chunk))
+
+    lines = write_run(output, scored(), tag)
+    report = RerankReport(stats["queries"], stats["reranked"], lines, time.perf_counter() - started)
+    log(f"re-ranked {report.reranked:,} candidates of {report.queries:,} queries in {report.seconds:.1f} s "
+        f"({report.pairs_per_second:,.1f} pairs/s); wrote {lines:,} lines to {output}")
+    return report
+
+
+def _set_max_length(model: RankingModel, max_length: int) -> None:
+    if isinstance(model, CandidateListModel):
+        model.set_max_length(max_length)
+    elif isinstance(model, BiEncoder) and hasattr(model, "max_doc_length"):
+        if max_length < 2:
+            raise RankkitError(f"--max-length must be at least 2, got {max_length}")
+        model.max_doc_length = int(max_length)  # type: ignore[attr-defined]
+    else:
+        raise RankkitError(f"model {model.name!r} has no adjustable input length")
+
+
+__all__ = ["RerankReport", "merge_tail", "rerank_run", "score_candidates"]

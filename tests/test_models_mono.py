@@ -1,0 +1,80 @@
+"""The point-wise cross-encoder ``mono``: pair tokenisation, [CLS] scores, LCE training, bi variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from training_helpers import tiny_backbone, write_groups
+
+from rankkit.errors import RankkitError
+from rankkit.formats import read_groups
+from rankkit.models.mono import Mono
+from rankkit.training import batching
+from rankkit.training.checkpoint import load_model, save_model
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_backbone(tmp_path_factory.mktemp("mono") / "tiny", dropout=0.0)
+
+
+def test_pair_tokens_and_segments(backbone: Path) -> None:
+    model = Mono.for_training(backbone, {"max_query_length": 4, "max_doc_length": 5})
+    tok = model.tokenizer
+    feats = model.pairs.features(["apple fruit"], ["red apple fruit red apple fruit red"])
+    ids = feats["input_ids"][0].tolist()
+    # The pair budget is 3 + 4 + 5 = 12 tokens: a 2-token query leaves 7 for the passage.
+    assert len(ids) == 12
+    assert ids[0] == tok.cls_token_id and ids[3] == tok.sep_token_id and ids[-1] == tok.sep_token_id
+    assert feats["token_type_ids"][0].tolist() == [0, 0, 0, 0] + [1] * 8
+
+
+def test_scores_are_pointwise_and_independent_of_batching(backbone: Path) -> None:
+    model = Mono.for_training(backbone, {})
+    model.eval()
+    texts = ["apple fruit red", "car engine fuel", "river water", "apple"]
+    all_at_once = model.rerank_scores(["apple fruit"], [texts], batch_size=4)[0]
+    one_by_one = torch.cat([model.rerank_scores(["apple fruit"], [[t]], batch_size=1)[0] for t in texts])
+    assert torch.allclose(all_at_once, one_by_one, atol=1e-5)
+
+
+def test_lce_training_lowers_loss_and_round_trips(backbone: Path, tmp_path: Path) -> None:
+    groups = read_groups(write_groups(tmp_path / "g.jsonl", count=8, negatives=3))
+    torch.manual_seed(0)
+    model = Mono.for_training(backbone, {})
+    assert model.loss_name == "listwise-ce"
+    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    batch = model.prepare(batching.collate([batching.sample_group(g, 4, batching.group_rng(0, 0, i))
+                                            for i, g in enumerate(groups)]))
+    first = float(model(batch).detach())
+    for _ in range(15):
+        optim.zero_grad()
+        model(batch).backward()
+        optim.step()
+    assert float(model(batch).detach()) < first
+    save_model(model, tmp_path / "ck", {})
+    again = load_model(tmp_path / "ck", expect="mono")
+    model.eval()
+    assert torch.equal(model.score(batch), again.score(batch))
+
+
+def test_bi_encoder_variant_starts_at_cosine_and_freezes(backbone: Path) -> None:
+    model = Mono.for_training(backbone, {"encoder": "bi"})
+    assert model.hparams["freeze_encoder"] is True and model.hparams["hidden"] == 256
+    assert not any(p.requires_grad for p in model.pairs.encoder.parameters())
+    model.train()
+    assert not model.pairs.encoder.training  # frozen: no dropout, cached vectors stay valid
+    texts = ["apple fruit red", "car engine fuel", "dog bark pet"]
+    with torch.inference_mode():
+        feats = model.pairs.features(["apple"] * 3, texts)
+        h, cos = model.pairs(feats)
+        scores = model.list_scores(h, cos)
+    assert h.shape == (3, 4 * 24)
+    assert cos is not None and torch.allclose(scores, 20.0 * cos)
+
+
+def test_unknown_encoder_is_a_user_error(backbone: Path) -> None:
+    with pytest.raises(RankkitError, match="unknown --encoder"):
+        Mono.for_training(backbone, {"encoder": "poly"})
