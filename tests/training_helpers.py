@@ -66,3 +66,16 @@ def tiny_backbone(folder: Path, *, hidden: int = 24, dropout: float = 0.1) -> Pa
 
     return write_tiny_backbone(folder, words=WORDS, hidden=hidden, layers=2, heads=2, intermediate=48,
                                dropout=dropout, max_positions=64)
+
+
+def loss_drops_after_steps(model, batch, steps: int = 15, lr: float = 3e-3) -> bool:
+    """Train ``model`` on one prepared ``batch`` for ``steps`` AdamW steps; True if the loss went down."""
+    import torch
+
+    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    first = float(model(batch).detach())
+    for _ in range(steps):
+        optim.zero_grad()
+        model(batch).backward()
+        optim.step()
+    return float(model(batch).detach()) < first

@@ -3,8 +3,8 @@
 The corpus is cut into chunks of ``chunk_size`` consecutive documents (chunk ``c`` = documents
 ``c*C .. c*C+C-1``). Each chunk is encoded on its own (texts sorted by token length inside the
 chunk so batches carry little padding, under :func:`torch.inference_mode`) and written to
-``embeddings/chunk-XXXXXXXX.npy`` (float32 ``[n, dim]``, written through :func:`numpy.lib.format.open_memmap`
-so it is never held twice) with its docids in ``chunk-XXXXXXXX.docids``. The ``.npy`` is renamed into
+``embeddings/chunk-NNNNNNNN.npy`` (float32 ``[n, dim]``, written through :func:`numpy.lib.format.open_memmap`
+so it is never held twice) with its docids in ``chunk-NNNNNNNN.docids``. The ``.npy`` is renamed into
 place last, so a chunk file that exists is complete: a re-run skips it (resume after a crash).
 Memory holds one chunk at a time, whatever the corpus size.
 

@@ -8,7 +8,7 @@ A model folder is Hugging Face-shaped and never pickled::
     rankkit.json         model name, hyper-parameters (ablation flags, segment ids, lengths,
                          similarity), training settings, training-data fingerprint, steps, metrics
 
-``rankkit train --save-every N`` also writes step checkpoints ``OUTPUT/checkpoints/step-XXXXXXXX/``:
+``rankkit train --save-every N`` also writes step checkpoints ``OUTPUT/checkpoints/step-NNNNNNNN/``:
 a model folder plus ``trainer_state.json`` (step, best dev metric, settings that must match on
 resume) and ``optimizer.pt`` holding optimizer, scheduler and RNG states. ``optimizer.pt`` is
 written with :func:`torch.save` but contains only tensors, numbers, strings, lists and dicts, and
