@@ -102,6 +102,19 @@ class RankingModel(torch.nn.Module, abc.ABC):
         DDP wrapper instead so gradients synchronise)."""
         return self(batch)
 
+    # -- inference ----------------------------------------------------------------------------
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                      batch_size: int = 32) -> list[torch.Tensor]:
+        """Re-ranking scores (float64, CPU; higher = better) of each query's candidate texts.
+
+        ``rankkit rerank`` calls only this, so a model that can re-rank overrides it.
+        """
+        raise RankkitError(f"model {self.name!r} cannot re-rank")
+
+    def set_max_length(self, max_length: int) -> None:
+        """Inference-time input length in tokens (``rankkit rerank --max-length``); models with one override this."""
+        raise RankkitError(f"model {self.name!r} has no adjustable input length")
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -175,6 +188,30 @@ class BiEncoder(RankingModel):
         per_doc = (q[g_index] * d).sum(dim=1) * self.similarity_scale
         scores = torch.zeros(batch.mask.shape, dtype=per_doc.dtype, device=q.device)
         return scores.index_put((g_index, s_index), per_doc)
+
+    def set_max_length(self, max_length: int) -> None:
+        """Document length in tokens for re-ranking (bi-encoders with a ``max_doc_length``)."""
+        if not hasattr(self, "max_doc_length"):
+            super().set_max_length(max_length)
+        if max_length < 2:
+            raise RankkitError(f"--max-length must be at least 2, got {max_length}")
+        self.max_doc_length = int(max_length)
+
+    @torch.inference_mode()
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                      batch_size: int = 32) -> list[torch.Tensor]:
+        """Embedding similarity (inner product x :attr:`similarity_scale`) of each query and its candidates."""
+        flat = [t for texts in candidates for t in texts]
+        if not flat:
+            return [torch.empty(0, dtype=torch.float64) for _ in queries]
+        q = self.encode(list(queries), is_query=True, batch_size=batch_size).double()
+        d = self.encode(flat, is_query=False, batch_size=batch_size).double()
+        out, start = [], 0
+        for i, texts in enumerate(candidates):
+            part = d[start:start + len(texts)]
+            out.append((part @ q[i]) * self.similarity_scale)
+            start += len(texts)
+        return out
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], *, is_query: bool, batch_size: int = 64) -> torch.Tensor:

@@ -10,10 +10,10 @@ Queries stream from the run a few at a time (until ``chunk_pairs`` candidates ar
 memory does not grow with the run; all pairs of a chunk are encoded together, longest first, in
 batches of ``batch_size`` under ``torch.inference_mode``. Models:
 
-* :class:`~rankkit.models.cross_encoder.CandidateListModel` (``mono``, ``matrank``, ``matrank-row``):
-  their :meth:`rerank_scores` (point-wise logits, or MatRank's Borda vote);
-* :class:`~rankkit.models.base.BiEncoder` (``repbert``, ``densetrans``): the embedding similarity
-  (inner product x the model's similarity scale); untrained ``repbert`` is the zero-shot baseline.
+each model's :meth:`~rankkit.models.base.RankingModel.rerank_scores`: point-wise logits
+(``mono``), MatRank's Borda vote, Set-Encoder's listwise scores, document aggregates (PARADE),
+or the embedding similarity of bi-encoders (``repbert``, ``densetrans``; untrained ``repbert`` is
+the zero-shot baseline).
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_topics, write_run
 from rankkit.formats.runs import iter_run_queries
-from rankkit.models.base import BiEncoder, RankingModel
-from rankkit.models.cross_encoder import CandidateListModel
+from rankkit.models.base import RankingModel
 
 
 @dataclass
@@ -51,22 +50,9 @@ class RerankReport:
 @torch.inference_mode()
 def score_candidates(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]],
                      batch_size: int = 32) -> list[torch.Tensor]:
-    """Re-ranking scores (float64, CPU) of each query's candidate texts."""
-    if isinstance(model, CandidateListModel):
-        return model.rerank_scores(queries, candidates, batch_size=batch_size)
-    if isinstance(model, BiEncoder):
-        flat = [t for texts in candidates for t in texts]
-        if not flat:
-            return [torch.empty(0, dtype=torch.float64) for _ in queries]
-        q = model.encode(list(queries), is_query=True, batch_size=batch_size).double()
-        d = model.encode(flat, is_query=False, batch_size=batch_size).double()
-        out, start = [], 0
-        for i, texts in enumerate(candidates):
-            part = d[start:start + len(texts)]
-            out.append((part @ q[i]) * model.similarity_scale)
-            start += len(texts)
-        return out
-    raise RankkitError(f"model {model.name!r} cannot re-rank (it is neither a cross-encoder nor a bi-encoder)")
+    """Re-ranking scores (float64, CPU) of each query's candidate texts: the model's own
+    :meth:`~rankkit.models.base.RankingModel.rerank_scores`."""
+    return model.rerank_scores(queries, candidates, batch_size=batch_size)
 
 
 def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, float]:
@@ -99,7 +85,7 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
             raise InputError(path, None, "is a directory, expected a file" if Path(path).is_dir() else "no such file")
     texts_of = read_topics(topics)
     if max_length is not None:
-        _set_max_length(model, max_length)
+        model.set_max_length(max_length)
     model.to(device)
     model.eval()
     tag = tag or f"rankkit-{model.name}"
@@ -141,17 +127,6 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
     log(f"re-ranked {report.reranked:,} candidates of {report.queries:,} queries in {report.seconds:.1f} s "
         f"({report.pairs_per_second:,.1f} pairs/s); wrote {lines:,} lines to {output}")
     return report
-
-
-def _set_max_length(model: RankingModel, max_length: int) -> None:
-    if isinstance(model, CandidateListModel):
-        model.set_max_length(max_length)
-    elif isinstance(model, BiEncoder) and hasattr(model, "max_doc_length"):
-        if max_length < 2:
-            raise RankkitError(f"--max-length must be at least 2, got {max_length}")
-        model.max_doc_length = int(max_length)  # type: ignore[attr-defined]
-    else:
-        raise RankkitError(f"model {model.name!r} has no adjustable input length")
 
 
 __all__ = ["RerankReport", "merge_tail", "rerank_run", "score_candidates"]
