@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+# Tiny models run fastest single-threaded, and a busy 2-core machine thrashes when every test
+# process (and CLI subprocess) starts its own pool of torch threads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable

@@ -117,7 +117,7 @@ def test_group_loss_registry() -> None:
     with pytest.raises(RankkitError, match="needs --teacher"):
         losses.group_loss("kl", s, s, m, None)
     with pytest.raises(RankkitError, match="unknown loss"):
-        losses.group_loss("hinge", s, s, m, None)
+        losses.group_loss("no-such-loss", s, s, m, None)
     assert losses.group_loss("listwise-ce", s, s, m, None).item() == pytest.approx(np.log(2))
 
 

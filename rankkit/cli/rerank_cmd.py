@@ -13,7 +13,7 @@ from rankkit.errors import RankkitError
 
 @app.command("rerank")
 def rerank_command(
-    model: str = typer.Option(..., "--model", help="mono, matrank, matrank-row, repbert or densetrans."),
+    model: str = typer.Option(..., "--model", help="Any model of rankkit train: mono, matrank, matrank-row, set-encoder, maxp, firstp, sump, parade-*, matrank-split, repbert, densetrans."),
     checkpoint: Optional[Path] = typer.Option(
         None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
     ),

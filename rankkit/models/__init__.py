@@ -10,8 +10,12 @@ from rankkit.errors import RankkitError
 from rankkit.models.base import BiEncoder, RankingModel
 from rankkit.models.densetrans import DenseTrans
 from rankkit.models.matrank import MatRank, MatRankRow
+from rankkit.models.matrank_split import MatRankSplit
 from rankkit.models.mono import Mono
+from rankkit.models.parade import ParadeAttn, ParadeAvg, ParadeCNN, ParadeMax, ParadeSum, ParadeTransformer
+from rankkit.models.passage_score import FirstP, MaxP, SumP
 from rankkit.models.repbert import RepBERT
+from rankkit.models.set_encoder import SetEncoder
 
 MODELS: dict[str, type[RankingModel]] = {
     RepBERT.name: RepBERT,
@@ -19,6 +23,10 @@ MODELS: dict[str, type[RankingModel]] = {
     Mono.name: Mono,
     MatRank.name: MatRank,
     MatRankRow.name: MatRankRow,
+    SetEncoder.name: SetEncoder,
+    # Long documents split into passages (docs/DOCUMENTS.md).
+    **{cls.name: cls for cls in (MaxP, FirstP, SumP, ParadeMax, ParadeAvg, ParadeSum, ParadeAttn, ParadeCNN,
+                                 ParadeTransformer, MatRankSplit)},
 }
 
 
@@ -31,4 +39,4 @@ def get_model_class(name: str) -> type[RankingModel]:
 
 
 __all__ = ["MODELS", "BiEncoder", "DenseTrans", "MatRank", "MatRankRow", "Mono", "RankingModel", "RepBERT",
-           "get_model_class"]
+           "SetEncoder", "get_model_class"]

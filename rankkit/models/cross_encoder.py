@@ -192,6 +192,8 @@ class CandidateListModel(RankingModel):
     option_names: ClassVar[tuple[str, ...]] = ("encoder", "freeze_encoder", "hidden")
     #: Width of the head's hidden layer when ``--hidden`` is not given (``None``: model's own rule).
     default_hidden: ClassVar[int | None] = None
+    #: The ``cross`` pair encoder (the Set-Encoder swaps in one with inter-passage attention).
+    cross_pair_encoder: ClassVar[type[CrossPairEncoder]] = CrossPairEncoder
 
     def __init__(self, encoder: Any, tokenizer: Any, hparams: Mapping[str, Any]) -> None:
         super().__init__(hparams)
@@ -201,7 +203,7 @@ class CandidateListModel(RankingModel):
         self.tokenizer = tokenizer
         qlen, dlen = int(self.hparams["max_query_length"]), int(self.hparams["max_doc_length"])
         if kind == "cross":
-            self.pairs: PairEncoder = CrossPairEncoder(encoder, tokenizer, qlen, qlen + dlen + 3)
+            self.pairs: PairEncoder = self.cross_pair_encoder(encoder, tokenizer, qlen, qlen + dlen + 3)
         else:
             self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(self.hparams["freeze_encoder"]))
         if kind == "cross" and self.hparams["freeze_encoder"]:

@@ -44,7 +44,7 @@ from rankkit.console import log, progress_bar, warn
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
 from rankkit.models import RankingModel, get_model_class
-from rankkit.training import batching, checkpoint
+from rankkit.training import batching, checkpoint, distill
 from rankkit.training.batching import TeacherScores
 
 TRAIN_LOG = "train.log"
@@ -80,6 +80,9 @@ class TrainConfig:
     dev_max_candidates: int = 100
     loss: str | None = None
     teacher: Path | None = None
+    #: Knowledge distillation from a rankkit checkpoint (PARADE Eq. 12, :mod:`rankkit.training.distill`).
+    teacher_checkpoint: Path | None = None
+    alpha: float = 0.5
     log_every: int = 10
     model_options: dict[str, Any] = field(default_factory=dict)
 
@@ -288,11 +291,14 @@ def evaluate_groups(model: RankingModel, groups: Sequence[TrainingGroup], *, bat
 def _resume_keys(config: TrainConfig, model: RankingModel, data: list[dict[str, Any]], dist: Dist,
                  total_steps: int) -> dict[str, Any]:
     """Settings a resumed run must share with the interrupted one."""
+    distilling: dict[str, Any] = {} if config.teacher_checkpoint is None else {
+        "teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha}
     return {
         "model": model.name, "hparams": model.hparams, "loss": model.loss_name,
         "data": [d["sha256"] for d in data], "batch_size": config.batch_size, "group_size": config.group_size,
         "grad_accum": config.grad_accum, "world_size": dist.world_size, "seed": config.seed,
         "total_steps": total_steps, "optimizer": config.optimizer,
+        **distilling,
     }
 
 
@@ -354,6 +360,7 @@ def train(config: TrainConfig, callbacks: Sequence[Callable[[StepInfo], None]] =
         raise RankkitError("--epochs must be at least 1")
     if config.max_steps is not None and config.max_steps < 1:
         raise RankkitError("--max-steps must be at least 1")
+    distill.check_alpha(config.alpha)
     cls = get_model_class(config.model)
     unknown = sorted(k for k, v in config.model_options.items() if v is not None and k not in cls.option_names)
     if unknown:
@@ -401,6 +408,9 @@ def _train(config: TrainConfig, cls: type[RankingModel], dist: Dist,
     if teacher is not None and model.loss_name not in ("ranknet", "margin-mse", "kl") and dist.main:
         warn(f"--teacher is ignored by --loss {model.loss_name} (only ranknet, margin-mse and kl use it)")
     model.to(dist.device)
+    # Loaded after the student is built so the student's initial weights do not depend on it.
+    kd_teacher = (None if config.teacher_checkpoint is None
+                  else distill.Teacher.load(config.teacher_checkpoint, dist.device))
     model.train()
 
     lr = config.lr if config.lr is not None else float(getattr(cls, "default_lr", 2e-5))
@@ -419,6 +429,8 @@ def _train(config: TrainConfig, cls: type[RankingModel], dist: Dist,
         "optimizer": config.optimizer, "weight_decay": weight_decay, "max_grad_norm": config.max_grad_norm,
         "seed": config.seed, "loss": model.loss_name,
         "teacher": None if config.teacher is None else str(config.teacher),
+        "teacher_checkpoint": None if config.teacher_checkpoint is None else str(config.teacher_checkpoint),
+        "alpha": None if config.teacher_checkpoint is None else config.alpha,
         "dev": [str(p) for p in config.dev],
     }
     data_meta = {"train": data, "groups": len(groups)}
@@ -448,17 +460,21 @@ def _train(config: TrainConfig, cls: type[RankingModel], dist: Dist,
             _truncate_log(output / TRAIN_LOG, step)
             log(f"resuming from {resume_from} at step {step}/{total_steps}")
 
-    ddp_model: torch.nn.Module = model
+    # With a teacher checkpoint the engine calls (and DDP wraps) Eq. 12 around the student.
+    ddp_model: torch.nn.Module = (model if kd_teacher is None
+                                  else distill.DistillationObjective(model, config.alpha))
     if dist.active:
         ddp_model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[dist.device.index] if dist.device.type == "cuda" else None,
+            ddp_model, device_ids=[dist.device.index] if dist.device.type == "cuda" else None,
         )
 
     if dist.main:
         output.mkdir(parents=True, exist_ok=True)
         log(f"training {model.name} on {len(groups):,} groups: {total_steps:,} steps of {global_batch} groups "
             f"({steps_per_epoch:,} steps/epoch), lr {lr:g}, warm-up {warm} steps, device {dist.device}"
-            + (f", {world} processes" if dist.active else ""))
+            + (f", {world} processes" if dist.active else "")
+            + (f", distilling from {config.teacher_checkpoint} (alpha {config.alpha:g})"
+               if kd_teacher is not None else ""))
 
     def meta(step_now: int) -> dict[str, Any]:
         return {"training": training_meta, "data": data_meta, "steps": step_now,
@@ -511,7 +527,8 @@ def _train(config: TrainConfig, cls: type[RankingModel], dist: Dist,
             for m, batch in enumerate(micro_batches(step)):
                 sync = m == config.grad_accum - 1 or not dist.active
                 with (nullcontext() if sync else ddp_model.no_sync()):  # type: ignore[operator]
-                    loss = ddp_model(batch) / config.grad_accum
+                    loss = (ddp_model(batch) if kd_teacher is None
+                            else ddp_model(batch, kd_teacher.scores(batch))) / config.grad_accum
                     loss.backward()
                 total_loss += float(loss.detach())
             if not math.isfinite(total_loss):

@@ -7,7 +7,7 @@ Two shapes occur:
   (DenseTrans Eqs. 6-7);
 * group losses on ``[G, S]`` scores of each group's own candidates (slot 0 = the positive, ``mask``
   marks real slots), usable by any model, selected with ``rankkit train --loss``:
-  ``listwise-ce``, ``ranknet``, ``margin-mse``, ``kl`` (the last two need ``--teacher RUN``).
+  ``listwise-ce``, ``ranknet``, ``hinge``, ``margin-mse``, ``kl`` (the last two need ``--teacher RUN``).
 
 Every loss is a mean over queries (or pairs), so it does not grow with the batch size.
 """
@@ -76,6 +76,16 @@ def ranknet(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> 
     return F.softplus(-diff)[better].sum() / count
 
 
+def pairwise_hinge(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
+    """PARADE's pairwise hinge loss (§4.2): ``max(0, margin - (s_i - s_j))`` over the pairs with
+    ``label_i > label_j`` (every positive against every negative), averaged over all such pairs."""
+    better = (labels.unsqueeze(2) > labels.unsqueeze(1)) & mask.unsqueeze(2) & mask.unsqueeze(1)
+    count = better.sum()
+    if count == 0:
+        return scores.sum() * 0.0
+    return torch.relu(margin - (scores.unsqueeze(2) - scores.unsqueeze(1)))[better].sum() / count
+
+
 def margin_mse(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Margin-MSE (Hofstätter et al. 2020): ``((s_pos - s_neg) - (t_pos - t_neg))^2``, slot 0 the positive.
 
@@ -129,6 +139,8 @@ GROUP_LOSSES: dict[str, GroupLoss] = {
                   "softmax cross-entropy of the positive among its group's candidates"),
         GroupLoss("ranknet", False, _ranknet,
                   "pairwise logistic loss on teacher scores (or graded labels without a teacher)"),
+        GroupLoss("hinge", False, lambda s, y, m, t: pairwise_hinge(s, y, m),
+                  "pairwise hinge max(0, 1 - (s_pos - s_neg)) over positive-negative pairs (PARADE)"),
         GroupLoss("margin-mse", True, lambda s, y, m, t: margin_mse(s, _needs(t, "margin-mse"), m),
                   "MSE between student and teacher positive-negative margins"),
         GroupLoss("kl", True, lambda s, y, m, t: kl_divergence(s, _needs(t, "kl"), m),

@@ -1,0 +1,221 @@
+"""Shared machinery of the long-document re-rankers (``maxp``, ``firstp``, ``sump``, ``parade-*``, ``matrank-split``).
+
+A document model splits each candidate document into passages (:mod:`rankkit.models.splitting`),
+encodes every ``[CLS] q [SEP] P_i [SEP]`` pair with the backbone into ``p_i`` (PARADE Eq. 1) and
+lets its *head* turn the passage vectors ``[G, S, N, dim]`` (with a passage mask) into document
+scores ``[G, S]``. Everything is trained end to end from document labels: the engine's group
+losses (``--loss``, ``listwise-ce`` by default, ``hinge`` = PARADE's pairwise hinge) apply to
+the document scores.
+
+* Training (``prepare`` in train mode) samples the passages of documents longer than
+  ``max_passages`` windows with a generator seeded from the batch's qids and docids, so a run is
+  deterministic and a resumed run sees the same passages; dev evaluation and ``rerank`` (eval
+  mode) keep evenly spaced passages.
+* Inference (:meth:`DocumentModel.rerank_scores`) encodes the passages of all queries of a chunk
+  together, longest first in batches of ``--batch-size`` pairs, then runs each query's head.
+* Padded passage slots (documents with fewer passages than the longest) are masked in every head;
+  padded document slots get score 0 and are masked by the losses.
+
+Checkpoints are those of the candidate-list models (``config.json`` with ``model_type``
+``rankkit-<name>``, the hyper-parameters and the backbone's config; ``model.safetensors``; the
+tokenizer files): :class:`~rankkit.models.cross_encoder.CandidateListModel`'s ``save``/``load``
+are reused as they are.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from rankkit.errors import RankkitError
+from rankkit.models import backbone as bb
+from rankkit.models.base import RankingModel
+from rankkit.models.cross_encoder import CandidateListModel
+from rankkit.models.splitting import (
+    PassagePairEncoder,
+    passage_slots,
+    passage_tensor,
+    split_ids,
+    tokenize_documents,
+)
+from rankkit.training.batching import GroupBatch
+
+
+def batch_rng(batch: GroupBatch) -> np.random.Generator:
+    """A generator that is a pure function of the batch's qids and candidate docids (training-time
+    passage sampling: deterministic, independent of global RNG streams and of the process)."""
+    digest = hashlib.sha256()
+    for qid, docids in zip(batch.qids, batch.docids):
+        digest.update(qid.encode("utf-8") + b"\x1e" + "\x1f".join(docids).encode("utf-8") + b"\x1d")
+    return np.random.default_rng(np.frombuffer(digest.digest(), dtype=np.uint32))
+
+
+def int_option(options: Mapping[str, Any], name: str, default: int, minimum: int = 1) -> int:
+    """``options[name]`` (or ``default`` when absent/None) as an int of at least ``minimum``."""
+    value = options.get(name)
+    value = default if value is None else int(value)
+    if value < minimum:
+        raise RankkitError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
+    return value
+
+
+class DocumentModel(RankingModel):
+    """A re-ranker of long documents from their passages' ``[CLS]`` vectors (see module doc)."""
+
+    default_loss = "listwise-ce"
+    default_max_query_length = 32
+    default_lr = 2e-5
+    default_weight_decay = 0.01
+    #: PARADE §3.1/§4.3: 225-token windows every 200 tokens, at most 16 passages.
+    default_window: ClassVar[int] = 225
+    default_stride: ClassVar[int] = 200
+    default_max_passages: ClassVar[int] = 16
+    option_names: ClassVar[tuple[str, ...]] = ("window", "stride", "max_passages")
+
+    def __init__(self, encoder: Any, tokenizer: Any, hparams: Mapping[str, Any]) -> None:
+        super().__init__(hparams)
+        self.tokenizer = tokenizer
+        qlen = int(self.hparams["max_query_length"])
+        #: The pair encoder (``pairs`` like the candidate-list models, so their save/load apply).
+        self.pairs = PassagePairEncoder(encoder, tokenizer, qlen, qlen + self.passage_tokens() + 3)
+        self.build_head(self.pairs.dim)
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def model_hparams(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The splitting and head settings of this model from the ``rankkit train`` options."""
+        return {"window": int_option(options, "window", cls.default_window),
+                "stride": int_option(options, "stride", cls.default_stride),
+                "max_passages": int_option(options, "max_passages", cls.default_max_passages)}
+
+    @classmethod
+    def for_training(cls, backbone: Path | None, options: Mapping[str, Any]) -> "DocumentModel":
+        """A fresh model on ``backbone``'s weights (packaged MiniLM by default) with a new head."""
+        folder = bb.resolve_backbone(backbone)
+        max_doc = options.get("max_doc_length")
+        hparams = {
+            **cls.model_hparams(options),
+            "max_query_length": int_option(options, "max_query_length", cls.default_max_query_length),
+            # Tokens of each document read before splitting (None: the whole document).
+            "max_doc_length": None if max_doc is None else int_option(options, "max_doc_length", 0),
+            "backbone": str(backbone) if backbone is not None else None,
+        }
+        return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), hparams)
+
+    # Same files as the candidate-list models (``self.pairs.encoder`` is the backbone): reused, not copied.
+    load = CandidateListModel.__dict__["load"]
+    save = CandidateListModel.save  # type: ignore[assignment]
+
+    @abc.abstractmethod
+    def build_head(self, dim: int) -> None:
+        """Create the aggregation head for passage vectors of width ``dim``."""
+
+    # -- splitting ----------------------------------------------------------------------------
+    def passage_tokens(self) -> int:
+        """Longest passage in tokens (sets the pair length: query + passage + 3 special tokens)."""
+        return int(self.hparams["window"])
+
+    def split(self, ids: Sequence[int], rng: np.random.Generator | None) -> list[list[int]]:
+        """One document's passages (PARADE windows; subclasses override)."""
+        return split_ids(ids, window=int(self.hparams["window"]), stride=int(self.hparams["stride"]),
+                         max_passages=int(self.hparams["max_passages"]), rng=rng)
+
+    def split_documents(self, texts: Sequence[str], rng: np.random.Generator | None) -> list[list[list[int]]]:
+        """The passages of each text, in order (``rng``: training-time sampling)."""
+        max_doc = self.hparams.get("max_doc_length")
+        ids = tokenize_documents(self.tokenizer, texts, int(max_doc) if max_doc else None)
+        return [self.split(doc, rng) for doc in ids]
+
+    # -- training -----------------------------------------------------------------------------
+    def prepare(self, batch: GroupBatch) -> GroupBatch:
+        """Split the real candidates (sampled in train mode) and tokenise every (query, passage) pair."""
+        _, texts, where = batch.flat_documents()
+        documents = self.split_documents(texts, batch_rng(batch) if self.training else None)
+        queries = [batch.queries[g] for (g, _), doc in zip(where, documents) for _ in doc]
+        passages = [p for doc in documents for p in doc]
+        feats = self.pairs.features(queries, passages)  # type: ignore[arg-type]
+        batch.features = {f"pair_{k}": v for k, v in feats.items()}
+        flat = passage_slots(documents)
+        where_t = torch.tensor(where, dtype=torch.long).reshape(-1, 2)
+        # (group, slot, passage) of every encoded pair.
+        batch.features["slots"] = torch.cat([where_t[flat[:, 0]], flat[:, 1:]], dim=1)
+        return batch
+
+    def passages(self, batch: GroupBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Passage vectors ``[G, S, N, dim]`` and passage mask ``[G, S, N]`` of a prepared batch."""
+        h, _ = self.pairs({k[5:]: v for k, v in batch.features.items() if k.startswith("pair_")})
+        slots = batch.features["slots"]
+        n = int(slots[:, 2].max()) + 1 if slots.numel() else 1
+        return passage_tensor(h, slots, (*batch.mask.shape, n))
+
+    def score(self, batch: GroupBatch) -> torch.Tensor:
+        p, pmask = self.passages(batch)
+        return self.group_scores(p, pmask, batch.mask)
+
+    @abc.abstractmethod
+    def group_scores(self, p: torch.Tensor, pmask: torch.Tensor, dmask: torch.Tensor) -> torch.Tensor:
+        """Document scores ``[G, S]`` from passage vectors ``[G, S, N, dim]``, passage mask ``[G, S, N]``
+        and document mask ``[G, S]`` (differentiable; used by the group losses and dev MRR)."""
+
+    # -- inference ----------------------------------------------------------------------------
+    def list_scores(self, p: torch.Tensor, pmask: torch.Tensor) -> torch.Tensor:
+        """Final re-ranking scores ``[M]`` of one query's M documents (``p [M, N, dim]``)."""
+        dmask = torch.ones((1, p.shape[0]), dtype=torch.bool, device=p.device)
+        return self.group_scores(p[None], pmask[None], dmask)[0]
+
+    @torch.inference_mode()
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                      batch_size: int = 32) -> list[torch.Tensor]:
+        """Scores of each query's documents: the passages of all documents (evenly spaced, no
+        sampling) encoded together in length-sorted batches of ``batch_size`` pairs, then each
+        query's head."""
+        self.eval()
+        texts = [t for docs in candidates for t in docs]
+        documents = self.split_documents(texts, None)
+        owner = [i for i, docs in enumerate(candidates) for _ in docs]
+        flat_q = [queries[owner[d]] for d, doc in enumerate(documents) for _ in doc]
+        flat_p = [p for doc in documents for p in doc]
+        vectors = self.pairs.encode_sorted(flat_q, flat_p, batch_size)
+        slots = passage_slots(documents)
+        out: list[torch.Tensor] = []
+        first_doc, first_passage = 0, 0
+        for docs in candidates:
+            m = len(docs)
+            if m == 0:
+                out.append(torch.empty(0, dtype=torch.float64))
+                continue
+            count = sum(len(documents[d]) for d in range(first_doc, first_doc + m))
+            part = slots[first_passage:first_passage + count].clone()
+            part[:, 0] -= first_doc
+            n = int(part[:, 1].max()) + 1
+            p, pmask = passage_tensor(vectors[first_passage:first_passage + count], part, (m, n))
+            out.append(self.list_scores(p, pmask).double().cpu())
+            first_doc += m
+            first_passage += count
+        return out
+
+    def set_max_length(self, max_length: int) -> None:
+        """Inference-time pair length (query + passage + 3), in tokens; passages are cut to fit."""
+        if max_length < self.pairs.max_query_length + 4:
+            raise RankkitError(f"--max-length {max_length} leaves no room for the passage")
+        self.pairs.max_length = int(max_length)
+
+
+class PerDocumentModel(DocumentModel):
+    """A document model whose score of a document depends on that document's passages only."""
+
+    @abc.abstractmethod
+    def document_scores(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Scores ``[D]`` of documents with passage vectors ``p [D, N, dim]`` and ``mask [D, N]``
+        (every document has at least one real passage, its first)."""
+
+    def group_scores(self, p: torch.Tensor, pmask: torch.Tensor, dmask: torch.Tensor) -> torch.Tensor:
+        # Only real documents reach the head (padded slots have no passage: nothing to aggregate).
+        g, s = dmask.nonzero(as_tuple=True)
+        scores = self.document_scores(p[g, s], pmask[g, s])
+        return scores.new_zeros(dmask.shape).index_put((g, s), scores)

@@ -1,0 +1,120 @@
+"""Distillation from a teacher checkpoint (PARADE Eq. 12): the loss by hand, the objective, training runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from training_helpers import tiny_backbone, write_groups
+
+from rankkit.errors import RankkitError
+from rankkit.formats import read_groups
+from rankkit.models.mono import Mono
+from rankkit.training import batching, losses
+from rankkit.training.checkpoint import read_meta, save_model
+from rankkit.training.distill import DistillationObjective, Teacher, check_alpha, distillation_mse
+from rankkit.training.engine import TrainConfig, train
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("distill")
+    backbone = tiny_backbone(root / "tiny", dropout=0.0)
+    torch.manual_seed(3)
+    teacher = Mono.for_training(backbone, {"max_query_length": 8, "max_doc_length": 24})
+    with torch.no_grad():  # a teacher whose scores are far from an untrained student's
+        teacher.head.bias.add_(1.0)
+    save_model(teacher, root / "teacher", {})
+    return {"backbone": backbone, "groups": write_groups(root / "groups.jsonl", count=16, negatives=4),
+            "teacher": root / "teacher"}
+
+
+def test_mse_term_by_hand_ignores_masked_slots() -> None:
+    student = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 9.0]])
+    teacher = torch.tensor([[2.0, 2.0, 1.0], [1.0, -1.0, -50.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    # group 0: (1 + 0 + 4) / 3; group 1: (1 + 1) / 2; mean over groups
+    expected = ((1 + 0 + 4) / 3 + (1 + 1) / 2) / 2
+    assert distillation_mse(student, teacher, mask).item() == pytest.approx(expected)
+    assert distillation_mse(teacher, teacher, mask).item() == 0.0
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.5, float("nan")])
+def test_alpha_outside_unit_interval_is_rejected(alpha: float) -> None:
+    with pytest.raises(RankkitError, match="between 0 and 1"):
+        check_alpha(alpha)
+    assert check_alpha(0.0) == 0.0 and check_alpha(1.0) == 1.0
+
+
+def test_objective_is_eq12_on_a_real_batch(data: dict[str, Path]) -> None:
+    torch.manual_seed(0)
+    student = Mono.for_training(data["backbone"], {"max_query_length": 8, "max_doc_length": 24})
+    teacher = Teacher.load(data["teacher"], "cpu")
+    groups = read_groups(data["groups"])[:3]
+    sampled = [batching.sample_group(g, 6, batching.group_rng(0, 0, i)) for i, g in enumerate(groups)]
+    # A short group: masked slots.
+    sampled[1] = batching.sample_group(groups[1], 3, batching.group_rng(0, 0, 1))
+    batch = student.prepare(batching.collate(sampled, 6))
+    features = dict(batch.features)
+    t = teacher.scores(batch)
+    assert batch.features.keys() == features.keys()  # the teacher worked on its own copy
+    assert all(torch.equal(batch.features[k], features[k]) for k in features)
+    assert t.shape == (3, 6) and not t.requires_grad
+    with torch.no_grad():
+        s = student.score(batch)
+        lce = losses.listwise_softmax_ce(s, batch.mask)
+        mse = distillation_mse(s, t, batch.mask)
+        for alpha in (0.0, 0.3, 1.0):
+            got = DistillationObjective(student, alpha)(batch, t)
+            assert got.item() == pytest.approx(alpha * lce.item() + (1 - alpha) * mse.item(), rel=1e-5)
+    assert mse.item() > 0.5  # the shifted teacher really disagrees with the fresh student
+    with pytest.raises(RankkitError):
+        DistillationObjective(student, 2.0)
+
+
+def config(data: dict[str, Path], output: Path, **overrides: Any) -> TrainConfig:
+    settings: dict[str, Any] = dict(model="mono", train=[data["groups"]], output=output,
+                                    backbone=data["backbone"], max_steps=6, batch_size=4, group_size=4,
+                                    lr=3e-2, log_every=1, seed=5, device="cpu", max_query_length=8,
+                                    max_doc_length=24, warmup=0.0,
+                                    teacher_checkpoint=data["teacher"], alpha=0.0)
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def test_kd_training_pulls_the_student_towards_the_teacher(data: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "kd"
+    train(config(data, out))
+    lines = [json.loads(line) for line in (out / "train.log").read_text().splitlines() if "loss" in line]
+    first, last = lines[0]["loss"], lines[-1]["loss"]
+    assert last < 0.5 * first, (first, last)  # alpha 0: the loss is the teacher-student MSE alone
+    meta = read_meta(out)
+    assert meta["training"]["teacher_checkpoint"] == str(data["teacher"]) and meta["training"]["alpha"] == 0.0
+    plain = read_meta(data["teacher"])
+    assert "training" not in plain  # the teacher folder is untouched
+
+
+def test_kd_works_for_native_loss_and_set_encoder_students(data: dict[str, Path], tmp_path: Path) -> None:
+    train(config(data, tmp_path / "rep", model="repbert", max_steps=2, alpha=0.5))
+    assert read_meta(tmp_path / "rep")["training"]["loss"] == "multilabel-margin"
+    train(config(data, tmp_path / "set", model="set-encoder", max_steps=2, alpha=0.7))
+    meta = read_meta(tmp_path / "set")
+    assert meta["model"] == "set-encoder" and meta["training"]["alpha"] == 0.7
+
+
+def test_cli_options_and_errors(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
+    base = ["train", "--model", "mono", "--train", data["groups"], "--backbone", data["backbone"],
+            "--max-steps", "1", "--batch-size", "4", "--group-size", "3", "--device", "cpu",
+            "--max-doc-length", "24", "--max-query-length", "8"]
+    res = cli(*base, "--output", tmp_path / "a", "--teacher-checkpoint", data["teacher"], "--alpha", "1.5")
+    assert res.code == 2 and "--alpha must be between 0 and 1" in res.stderr and "Traceback" not in res.stderr
+    res = cli(*base, "--output", tmp_path / "b", "--alpha", "0.3")
+    assert res.code == 2 and "needs --teacher-checkpoint" in res.stderr
+    res = cli(*base, "--output", tmp_path / "c", "--teacher-checkpoint", tmp_path / "nope")
+    assert res.code == 2 and "no such checkpoint folder" in res.stderr
+    res = cli(*base, "--output", tmp_path / "d", "--teacher-checkpoint", data["teacher"], "--alpha", "0.25")
+    assert res.code == 0, res.stderr
+    assert read_meta(tmp_path / "d")["training"]["alpha"] == 0.25
