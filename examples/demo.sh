@@ -6,12 +6,15 @@
 # What it does, each step printed before it runs; a step whose outputs exist is skipped unless --force:
 #   1. BM25 with Anserini: index the DL19 passage pool (test) and the DL20 pool (training), retrieve the
 #      top 100 for the DL19 and DL20 queries;
-#   2. mine training groups for DL20 (judged positives + BM25 hard negatives), the input of `rankkit train`;
-#   3. validate the five bundled TREC DL 2019 runs (BM25, BM25+RM3, TAS-B, ADA2, SPLADE++);
-#   4. fuse them: RepBERT's alternating merge of BM25 and TAS-B (both orders), reciprocal rank fusion of
-#      all five, and CombSUM of the dense runs;
-#   5. measure how consistent TAS-B's top-n is with BM25's candidates (RepBERT's consistency factor);
-#   6. evaluate every run with significance against BM25 (paired randomization test, Holm-corrected), as a
+#   2. dense retrieval: index the DL19 pool with zero-shot RepBERT (the packaged all-MiniLM-L6-v2) and
+#      retrieve the top 100 (about 5 minutes of encoding on 2 CPU cores);
+#   3. fuse BM25 and RepBERT with RepBERT's alternating merge (Eq. 6);
+#   4. mine DL20 training groups (judged positives + BM25 hard negatives) and train MatRank on them
+#      (`--encoder bi`: a head over the frozen MiniLM features, minutes on a CPU);
+#   5. re-rank the fused run's top 100 with MatRank, and explain one query (the preference matrix);
+#   6. validate the five bundled TREC DL 2019 runs (BM25, BM25+RM3, TAS-B, ADA2, SPLADE++) and fuse them
+#      (alternating merge, reciprocal rank fusion, CombSUM); RepBERT's consistency factor;
+#   7. evaluate every run with significance against BM25 (paired randomization test, Holm-corrected), as a
 #      table on stdout, a markdown file, and a per-query plot.
 set -euo pipefail
 
@@ -20,7 +23,7 @@ out=runs/demo
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) out="$arg" ;;
   esac
 done
@@ -62,11 +65,33 @@ step "BM25 top-100 for the DL19 queries" "$out/bm25.dl19-pool.run" -- \
 step "BM25 top-100 for the DL20 queries" "$out/bm25.dl20-pool.run" -- \
   rankkit retrieve --model bm25 --index "$out/index.dl20-pool" --topics "$dl20/topics.dl20-judged.tsv" \
     --k 100 --runtag bm25-pool --output "$out/bm25.dl20-pool.run"
-step "mine DL20 training groups (positives rel >= 2, 7 random BM25 negatives from the top 100)" \
+step "dense index of the DL19 pool (zero-shot RepBERT = packaged all-MiniLM-L6-v2)" \
+  "$out/dense.dl19-pool/rankkit-index.json" -- \
+  rankkit index --kind dense --model repbert --corpus "$data/passages.dl19-pool.tsv.gz" \
+    --index "$out/dense.dl19-pool" --force
+step "RepBERT top-100 for the DL19 queries" "$out/repbert.dl19-pool.run" -- \
+  rankkit retrieve --model repbert --index "$out/dense.dl19-pool" --topics "$data/topics.dl19-passage.txt" \
+    --k 100 --runtag repbert-zs --output "$out/repbert.dl19-pool.run"
+step "alternate merge of BM25 and RepBERT (RepBERT Eq. 6)" "$out/alternate.bm25+repbert.run" -- \
+  rankkit fuse --method alternate "$out/bm25.dl19-pool.run" "$out/repbert.dl19-pool.run" \
+    --k 100 --runtag alt-bm25-repbert --output "$out/alternate.bm25+repbert.run"
+step "mine DL20 training groups (positives rel >= 2, 15 random BM25 negatives from the top 100)" \
   "$out/groups.dl20.jsonl" -- \
   rankkit mine --run "$out/bm25.dl20-pool.run" --qrels "$dl20/qrels.dl20-passage.txt" \
-    --topics "$dl20/topics.dl20-judged.tsv" --index "$out/index.dl20-pool" --min-rel 2 --negatives 7 \
+    --topics "$dl20/topics.dl20-judged.tsv" --index "$out/index.dl20-pool" --min-rel 2 --negatives 15 \
     --strategy random --seed 0 --output "$out/groups.dl20.jsonl"
+step "train MatRank on DL20 (--encoder bi: head over frozen MiniLM features, 5 epochs)" \
+  "$out/matrank.dl20/rankkit.json" -- \
+  rankkit train --model matrank --encoder bi --train "$out/groups.dl20.jsonl" --output "$out/matrank.dl20" \
+    --epochs 5 --batch-size 4 --group-size 16 --lr 1e-3 --seed 0 --device cpu
+step "re-rank the fused run's top 100 with MatRank" "$out/matrank.alternate.run" -- \
+  rankkit rerank --model matrank --checkpoint "$out/matrank.dl20" --run "$out/alternate.bm25+repbert.run" \
+    --topics "$data/topics.dl19-passage.txt" --index "$out/index.dl19-pool" --depth 100 \
+    --tag matrank --output "$out/matrank.alternate.run" --device cpu
+step "explain MatRank's preference matrix for query 1112341" "$out/explain.1112341.png" -- \
+  rankkit explain --model matrank --checkpoint "$out/matrank.dl20" --run "$out/alternate.bm25+repbert.run" \
+    --topics "$data/topics.dl19-passage.txt" --index "$out/index.dl19-pool" --qid 1112341 --depth 12 \
+    --output "$out/explain.1112341.png" --device cpu
 
 for system in BM25 BM25_RM3 D_BERT_KD_TASB OPEN_AI_ADA2 SPLADE_P_P_ENSEMBLE_DISTIL; do
   echo "==> validate $system" >&2
@@ -90,7 +115,8 @@ step "CombSUM (min-max) of TAS-B, ADA2 and SPLADE++" "$out/combsum.dense3.run" -
 echo "==> consistency of TAS-B's top-n with BM25's top-100 (RepBERT Eq. 5)" >&2
 rankkit consistency "$runs/D_BERT_KD_TASB.dl19.txt" "$runs/BM25.dl19.txt" --depth 10 --depth 50 --depth 100
 
-all_runs=("$runs/BM25.dl19.txt" "$out/bm25.dl19-pool.run" "$runs/BM25_RM3.dl19.txt" "$runs/D_BERT_KD_TASB.dl19.txt" \
+all_runs=("$runs/BM25.dl19.txt" "$out/bm25.dl19-pool.run" "$out/repbert.dl19-pool.run" "$out/alternate.bm25+repbert.run" \
+  "$out/matrank.alternate.run" "$runs/BM25_RM3.dl19.txt" "$runs/D_BERT_KD_TASB.dl19.txt" \
   "$runs/OPEN_AI_ADA2.dl19.txt" "$runs/SPLADE_P_P_ENSEMBLE_DISTIL.dl19.txt" \
   "$out/alternate.bm25+tasb.run" "$out/alternate.tasb+bm25.run" "$out/rrf.all5.run" "$out/combsum.dense3.run")
 measures=(-m nDCG@10 -m "RR(rel=2)@10" -m "AP(rel=2)@100" -m "R(rel=2)@100")
