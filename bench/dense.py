@@ -2,7 +2,8 @@
 
     python bench/dense.py [--steps quora,throughput,dl,fuse] [--output runs/bench-dense]
         [--quora-dir runs/bench-bm25/quora] [--dl-dir ../shared/data/msmarco-passage-trec-dl]
-        [--densetrans-steps 60] [--threads 2]
+        [--densetrans-steps 294] [--densetrans-d-model 96] [--densetrans-variants densetrans,no-top-dense,...]
+        [--repbert-steps 294] [--threads 2]
 
 Every stage runs the ``rankkit`` CLI in a subprocess under ``/usr/bin/time -v`` (wall time and
 peak RSS recorded with the exact command); an output that already exists is reused (the bench
@@ -11,14 +12,15 @@ resumes), so delete the output folder for a clean measurement. Runs are evaluate
 ``OUTPUT/dense.json`` and a markdown summary ``OUTPUT/dense.md``.
 
 Steps:
-  quora       BM25, zero-shot RepBERT (packaged all-MiniLM-L6-v2) and DenseTrans trained on the dev
-              split's BM25-mined groups, on the Quora task of examples/quora/prepare.py
+  quora       BM25, zero-shot RepBERT (packaged all-MiniLM-L6-v2), RepBERT fine-tuned and DenseTrans
+              (and its three Table 3 ablations) trained on the dev split's BM25-mined groups, on the Quora task of examples/quora/prepare.py
               (R@100, RR@100, AP@100, nDCG@10; DenseTrans Table 2).
   throughput  rankkit's dense encoding vs SentenceTransformer.encode, same weights, same 2,000
               DL pool passages, same process, alternating, best of --repeats.
   dl          zero-shot RepBERT over the DL19+DL20 pooled corpus (24,884 passages) vs BM25 on
               the same pool; also the peak-RSS comparison: the pool's first 10% vs all of it.
   fuse        BM25 + RepBERT and RepBERT + BM25 with ``rankkit fuse --method alternate``.
+  memory      peak RSS of ``rankkit index --kind dense`` on 25k vs 250k documents (see :func:`memory`).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
                  "--threads", str(args.threads)], cmds, "repbert-q256-retrieve", o / "test.repbert-q256.run")
     systems = {"BM25": o / "test.bm25.run", "RepBERT zero-shot (all-MiniLM-L6-v2), query length 20": o / "test.repbert.run",
                "RepBERT zero-shot, query length 256": o / "test.repbert-q256.run"}
-    if args.densetrans_steps > 0:
+    if args.densetrans_steps > 0 or args.repbert_steps > 0:
         run_command([*RK, "retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "train.topics.tsv",
                      "--output", o / "train.bm25.run", "--k", "100", "--remove-query"], cmds, "train-bm25",
                     o / "train.bm25.run")
@@ -110,23 +112,82 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
                      q / "train.topics.tsv", "--index", bm25, "--output", o / "train.groups.jsonl", "--depth", "100",
                      "--negatives", "7", "--strategy", "random", "--seed", "0"], cmds, "mine",
                     o / "train.groups.jsonl")
-        ck = o / "densetrans"
-        run_command([*RK, "train", "--model", "densetrans", "--train", o / "train.groups.jsonl", "--output", ck,
-                     "--max-steps", str(args.densetrans_steps), "--batch-size", "16", "--group-size", "4",
-                     "--lr", "5e-4", "--scale", "20", "--seed", "42", "--log-every", "5"], cmds, "densetrans-train",
+        variants = [("densetrans", [], "DenseTrans"), ("no-top-dense", ["--no-top-dense"], "DenseTrans -TopDense"),
+                    ("no-dense", ["--no-dense"], "DenseTrans -AllDense"),
+                    ("concat", ["--concat-layers"], "DenseTrans +Concat")]
+        wanted = args.densetrans_variants.split(",")
+        for variant, flags, label in variants:
+            if variant not in wanted or args.densetrans_steps <= 0:
+                continue
+            name = f"densetrans-{variant}-d{args.densetrans_d_model}-s{args.densetrans_steps}"
+            ck = o / name
+            run_command([*RK, "train", "--model", "densetrans", *flags, "--train", o / "train.groups.jsonl",
+                         "--output", ck, "--max-steps", str(args.densetrans_steps), "--batch-size", "16",
+                         "--group-size", "4", "--lr", "5e-4", "--scale", "20", "--d-model",
+                         str(args.densetrans_d_model), "--seed", "42", "--log-every", "5"], cmds, f"{name}-train",
+                        ck / "rankkit.json")
+            dt = o / f"{name}.index"
+            run_command([*RK, "index", "--kind", "dense", "--model", "densetrans", "--checkpoint", ck, "--corpus",
+                         q / "corpus.jsonl", "--index", dt, "--batch-size", "256", "--threads", str(args.threads)],
+                        cmds, f"{name}-index", dt / "rankkit-index.json")
+            run_command([*RK, "retrieve", "--model", "densetrans", "--index", dt, "--topics", q / "test.topics.tsv",
+                         "--output", o / f"test.{name}.run", "--k", "100", "--remove-query"], cmds,
+                        f"{name}-retrieve", o / f"test.{name}.run")
+            systems[f"{label} (d={args.densetrans_d_model}, {args.densetrans_steps} steps)"] = o / f"test.{name}.run"
+            log = [json.loads(line) for line in (ck / "train.log").read_text().splitlines()]
+            rec[f"{name}_loss"] = [(e["step"], round(e["loss"], 4)) for e in log if "loss" in e]
+            rec[f"{name}_seconds"] = next((e["seconds"] for e in log if e.get("event") == "done"), None)
+    if args.repbert_steps > 0:
+        name = f"repbert-quora-s{args.repbert_steps}"
+        ck = o / name
+        # Fine-tuned from the packaged MiniLM on the Quora dev split (the same groups as DenseTrans);
+        # cosine (--normalize) and segment id 0, as the backbone was trained, query length 256.
+        run_command([*RK, "train", "--model", "repbert", "--train", o / "train.groups.jsonl", "--output", ck,
+                     "--max-steps", str(args.repbert_steps), "--batch-size", "16", "--group-size", "4",
+                     "--lr", "2e-5", "--normalize", "--doc-segment-id", "0", "--max-query-length", "64",
+                     "--max-doc-length", "64", "--seed", "42", "--log-every", "5"], cmds, f"{name}-train",
                     ck / "rankkit.json")
-        dt = o / "densetrans.index"
-        run_command([*RK, "index", "--kind", "dense", "--model", "densetrans", "--checkpoint", ck, "--corpus",
-                     q / "corpus.jsonl", "--index", dt, "--batch-size", "256", "--threads", str(args.threads)],
-                    cmds, "densetrans-index", dt / "rankkit-index.json")
-        run_command([*RK, "retrieve", "--model", "densetrans", "--index", dt, "--topics", q / "test.topics.tsv",
-                     "--output", o / "test.densetrans.run", "--k", "100", "--remove-query"], cmds,
-                    "densetrans-retrieve", o / "test.densetrans.run")
-        systems["DenseTrans (trained here)"] = o / "test.densetrans.run"
-        log = [json.loads(line) for line in (ck / "train.log").read_text().splitlines()]
-        rec["densetrans_loss"] = [(e["step"], round(e["loss"], 4)) for e in log if "loss" in e]
+        idx = o / f"{name}.index"
+        run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--checkpoint", ck, "--corpus",
+                     q / "corpus.jsonl", "--index", idx, "--batch-size", "128", "--threads", str(args.threads)],
+                    cmds, f"{name}-index", idx / "rankkit-index.json")
+        run_command([*RK, "retrieve", "--model", "repbert", "--index", idx, "--topics", q / "test.topics.tsv",
+                     "--output", o / f"test.{name}.run", "--k", "100", "--remove-query", "--threads",
+                     str(args.threads)], cmds, f"{name}-retrieve", o / f"test.{name}.run")
+        systems[f"RepBERT fine-tuned on Quora dev ({args.repbert_steps} steps)"] = o / f"test.{name}.run"
     rec["scores"] = {name: scores(q / "test.qrels.txt", run, QUORA_MEASURES) for name, run in systems.items()}
     rec["runs"] = {name: str(run) for name, run in systems.items()}
+
+
+def memory(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+    """Peak RSS of ``rankkit index --kind dense`` on 25k vs 250k documents (same model, same chunking).
+
+    The documents are the Quora corpus's questions repeated under new ids (``<id>~<copy>``) up to
+    the size wanted, so both corpora have the same length distribution. A 2-hour MiniLM encode of
+    250k passages does not fit this CPU, so the model is ``--memory-checkpoint`` (default: the
+    CPU-sized DenseTrans trained by the quora step), which encodes thousands of texts per second:
+    what is measured is rankkit's streaming (chunks, memory-mapped shards, faiss add), which is
+    the same code path for every model.
+    """
+    q = args.quora_dir
+    o = out / "memory"
+    o.mkdir(parents=True, exist_ok=True)
+    rec: dict[str, Any] = results.setdefault("memory", {})
+    cmds = rec.setdefault("commands", {})
+    checkpoint = args.memory_checkpoint or (out / "quora" / f"densetrans-densetrans-d{args.densetrans_d_model}-s{args.densetrans_steps}")
+    questions = [json.loads(line) for line in (q / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    for size in (25_000, 250_000):
+        corpus = o / f"corpus.{size}.jsonl"
+        if not corpus.exists():
+            with atomic_write(corpus) as handle:
+                for n in range(size):
+                    doc = questions[n % len(questions)]
+                    handle.write(json.dumps({"id": f"{doc['id']}~{n // len(questions)}", "contents": doc["contents"]}) + "\n")
+        index = o / f"index.{size}"
+        run_command([*RK, "index", "--kind", "dense", "--model", "densetrans", "--checkpoint", checkpoint,
+                     "--corpus", corpus, "--index", index, "--batch-size", "256", "--chunk-size", "8192",
+                     "--threads", str(args.threads), "--force"], cmds, f"index-{size}", index / "rankkit-index.json")
+    rec["model"] = str(checkpoint)
 
 
 def pool_corpus(dl_dir: Path, target: Path, limit: int | None = None) -> int:
@@ -249,6 +310,12 @@ def markdown(results: dict[str, Any]) -> str:
         for name, c in results[section].get("commands", {}).items():
             lines.append(f"| {name} | `{c['command']}` | {c.get('seconds', 'reused')} | {c.get('peak_rss_mb', '')} |")
         lines.append("")
+    if "memory" in results:
+        lines += ["## memory (peak RSS of rankkit index --kind dense)", "", "| step | command | wall s | peak RSS MB |",
+                  "| --- | --- | --- | --- |"]
+        for name, c in results["memory"].get("commands", {}).items():
+            lines.append(f"| {name} | `{c['command']}` | {c.get('seconds', 'reused')} | {c.get('peak_rss_mb', '')} |")
+        lines.append("")
     if "throughput" in results:
         t = results["throughput"]
         lines += ["## throughput", "", "```", json.dumps(t, indent=2), "```", ""]
@@ -263,7 +330,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="the Quora task from examples/quora/prepare.py (made there if missing)")
     parser.add_argument("--dl-dir", type=Path, default=SHARED / "msmarco-passage-trec-dl")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--densetrans-steps", type=int, default=60, help="training steps (0: skip DenseTrans)")
+    parser.add_argument("--densetrans-steps", type=int, default=294, help="training steps (0: skip DenseTrans; 294 = one epoch)")
+    parser.add_argument("--densetrans-d-model", type=int, default=96,
+                        help="DenseTrans token width (384 = MiniLM's; 96 = its principal components, CPU-sized)")
+    parser.add_argument("--densetrans-variants", default="densetrans,no-top-dense,no-dense,concat")
+    parser.add_argument("--memory-checkpoint", type=Path, default=None,
+                        help="model for the 25k vs 250k peak-RSS step (default: the quora step's DenseTrans)")
+    parser.add_argument("--repbert-steps", type=int, default=294, help="RepBERT fine-tuning steps on Quora dev (0: skip)")
     parser.add_argument("--throughput-passages", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
@@ -274,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     results["date"] = datetime.date.today().isoformat()
     results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPU cores, {platform.system()}, no GPU"
     for step in args.steps.split(","):
-        {"quora": quora, "throughput": throughput, "dl": dl, "fuse": fuse}[step](args, out, results)
+        {"quora": quora, "throughput": throughput, "dl": dl, "fuse": fuse, "memory": memory}[step](args, out, results)
         with atomic_write(path) as handle:  # after each step: a long bench keeps what it measured
             handle.write(json.dumps(results, indent=2) + "\n")
         with atomic_write(out / "dense.md") as handle:
