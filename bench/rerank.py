@@ -1,5 +1,7 @@
 #!/usr/bin/env python
-"""Re-ranking benchmarks: `mono`, `matrank-row`, `matrank` on WikiQA and SemEval, and throughput.
+"""Re-ranking benchmarks: `mono`, `matrank-row`, `matrank` on DL19, WikiQA and SemEval, and throughput.
+
+    python bench/rerank.py dl19 --output runs/bench-rerank/dl19      # bundled data only
 
     python examples/wikiqa/prepare.py --output runs/wikiqa
     python bench/rerank.py wikiqa --data runs/wikiqa --output runs/bench-rerank/wikiqa --settings bi,cross
@@ -359,12 +361,102 @@ def throughput_bench(args: argparse.Namespace) -> None:
     print("\n".join(lines))
 
 
+DL19_SETTING = ["--encoder", "bi", "--group-size", "16", "--lr", "1e-3", "--epochs", "5", "--batch-size", "4",
+                "--max-doc-length", "256"]
+ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def dl19_bench(args: argparse.Namespace) -> None:
+    """DL19 BM25 top-100 re-ranking with models trained on DL20 only, and BM25 interpolation tuned on DL20.
+
+    Training side (bundled ``examples/data/dl20``): BM25 over the DL20 pool, ``rankkit mine`` (positives
+    rel >= 2, 30 random BM25 negatives), ``rankkit train`` of each model (``DL19_SETTING``). The
+    interpolation weight is the alpha whose ``fuse --method interpolate`` of the zero-shot bi-encoder and
+    BM25 scores best on DL20 (nDCG@10); DL19 is only ever evaluated.
+    """
+    out, dl19, dl20 = args.output, args.data, args.dl20
+    out.mkdir(parents=True, exist_ok=True)
+    rec = Recorder()
+
+    def step(cmd: list[str], target: Path) -> None:
+        if args.force or not target.exists():
+            _, error = rec.run(cmd)
+            if error is not None:
+                raise SystemExit(f"[bench] failed: {shlex.join(cmd)}: {error}")
+        else:
+            rec.reused(cmd)
+
+    index = out / "index.dl20-pool"
+    step([RANKKIT, "index", "--kind", "bm25", "--corpus", str(dl20 / "passages.dl20-pool.tsv.gz"), "--index",
+          str(index), "--force"], index / "rankkit-index.json")
+    bm25_dl20 = out / "bm25.dl20-pool.run"
+    step([RANKKIT, "retrieve", "--model", "bm25", "--index", str(index), "--topics",
+          str(dl20 / "topics.dl20-judged.tsv"), "--k", "100", "--output", str(bm25_dl20)], bm25_dl20)
+    groups = out / "groups.dl20.jsonl"
+    step([RANKKIT, "mine", "--run", str(bm25_dl20), "--qrels", str(dl20 / "qrels.dl20-passage.txt"), "--topics",
+          str(dl20 / "topics.dl20-judged.tsv"), "--index", str(index), "--min-rel", "2", "--negatives", "30",
+          "--strategy", "random", "--seed", "0", "--output", str(groups)], groups)
+    # alpha on DL20: zero-shot bi-encoder re-ranking of DL20's BM25 top-100, interpolated with BM25
+    zs_dl20 = out / "repbert-zs.dl20.run"
+    step([RANKKIT, "rerank", "--model", "repbert", "--run", str(bm25_dl20), "--topics",
+          str(dl20 / "topics.dl20-judged.tsv"), "--index", str(index), "--depth", "100", "--output", str(zs_dl20),
+          "--device", "cpu"], zs_dl20)
+    tuned: dict[float, float] = {}
+    for alpha in ALPHAS:
+        fused = out / f"interp{alpha}.repbert-zs.dl20.run"
+        step([RANKKIT, "fuse", "--method", "interpolate", "--alpha", str(alpha), "--norm", "minmax", str(zs_dl20),
+              str(bm25_dl20), "--k", "100", "--output", str(fused)], fused)
+        score = out / f"interp{alpha}.dl20.json"
+        step([RANKKIT, "eval", "-m", "nDCG@10", "--qrels", str(dl20 / "qrels.dl20-passage.txt"), str(fused),
+              "-f", "json", "-o", str(score)], score)
+        tuned[alpha] = float(next(iter(json.loads(score.read_text(encoding="utf-8")).values()))["nDCG@10"])
+    alpha = max(tuned, key=lambda a: tuned[a])
+
+    bm25_dl19 = dl19 / "runs" / "BM25.dl19.txt"
+    rerank_common = ["--run", str(bm25_dl19), "--topics", str(dl19 / "topics.dl19-passage.txt"), "--corpus",
+                     str(dl19 / "passages.dl19-pool.tsv.gz"), "--depth", "100", "--device", "cpu"]
+    systems: dict[str, Path] = {"BM25": bm25_dl19}
+    zs = out / "repbert-zs.dl19.run"
+    step([RANKKIT, "rerank", "--model", "repbert", *rerank_common, "--output", str(zs)], zs)
+    systems["zero-shot bi-encoder"] = zs
+    for model in MODELS:
+        ck = out / "ck" / f"{model}.bi-e5"
+        step([RANKKIT, "train", "--model", model, "--train", str(groups), "--output", str(ck), *DL19_SETTING,
+              "--seed", str(args.seed), "--device", "cpu"], ck / "rankkit.json")
+        run = out / f"{model}.bi-e5.dl19.run"
+        step([RANKKIT, "rerank", "--model", model, "--checkpoint", str(ck), *rerank_common, "--output", str(run)], run)
+        systems[f"{model} --encoder bi"] = run
+    for name, run in list(systems.items())[1:]:
+        fused = out / f"interp{alpha}.{run.name}"
+        step([RANKKIT, "fuse", "--method", "interpolate", "--alpha", str(alpha), "--norm", "minmax", str(run),
+              str(bm25_dl19), "--k", "100", "--output", str(fused)], fused)
+        systems[f"{name} + BM25 (alpha {alpha})"] = fused
+    measures = ["-m", "nDCG@10", "-m", "RR(rel=2)@10", "-m", "AP(rel=2)@100"]
+    qrels = str(dl19 / "qrels.dl19-passage.txt")
+    runs = [str(r) for r in systems.values()]
+    rec.run([RANKKIT, "eval", *measures, "--qrels", qrels, *runs, "-b", str(bm25_dl19), "-f", "markdown",
+             "-o", str(out / "eval.vs-bm25.md")], nice=False)
+    rec.run([RANKKIT, "eval", *measures, "--qrels", qrels, *runs[2:], "-b", str(systems["mono --encoder bi"]),
+             "-f", "markdown", "-o", str(out / "eval.vs-mono.md")], nice=False)
+    rec.write(out / "commands.sh", f"bench/rerank.py dl19, {datetime.date.today().isoformat()}")
+    lines = [f"# DL19 BM25 top-100 re-ranking ({datetime.date.today().isoformat()}, {machine()})", "",
+             "Systems: " + ", ".join(f"{k} = `{v.name}`" for k, v in systems.items()), "",
+             "Interpolation weight tuned on DL20 (nDCG@10): " + ", ".join(f"{a}: {v:.4f}" for a, v in tuned.items()),
+             f"-> alpha {alpha}", "", "## Significance against BM25", "",
+             (out / "eval.vs-bm25.md").read_text(encoding="utf-8"), "", "## Significance against mono", "",
+             (out / "eval.vs-mono.md").read_text(encoding="utf-8")]
+    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print((out / "results.md").read_text(encoding="utf-8"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", choices=("wikiqa", "semeval", "throughput", "_head"))
+    parser.add_argument("part", choices=("dl19", "wikiqa", "semeval", "throughput", "_head"))
     parser.add_argument("--data", type=Path, default=None,
                         help="prepared task folder (wikiqa/semeval) or DL19 folder (throughput)")
     parser.add_argument("--output", type=Path, default=None, help="folder for results.md and commands.sh")
+    parser.add_argument("--dl20", type=Path, default=ROOT / "examples" / "data" / "dl20",
+                        help="dl19: the DL20 training side (pool, judged topics, qrels)")
     parser.add_argument("--settings", default="bi", help=f"comma-separated: {', '.join(SETTINGS)}")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated models to train")
     parser.add_argument("--max-steps", type=int, default=None,
@@ -385,6 +477,10 @@ def main() -> None:
         head_probe(args.model, args.head_depth, args.repeats)
         return
     args.output = args.output or ROOT / "runs" / "bench-rerank" / args.part
+    if args.part == "dl19":
+        args.data = args.data or ROOT / "examples" / "data" / "dl19"
+        dl19_bench(args)
+        return
     if args.part == "throughput":
         args.data = args.data or ROOT / "examples" / "data" / "dl19"
         throughput_bench(args)
