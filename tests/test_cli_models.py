@@ -60,3 +60,27 @@ def test_every_model_trains_and_reranks(cli: Callable[..., object], data: dict[s
     for qid in before:
         assert set(after[qid]) == set(before[qid])
     assert cli("validate", "--quiet", out).code == 0
+
+
+def test_rerank_max_passages(cli: Callable[..., object], data: dict[str, Path], tmp_path: Path) -> None:
+    common = ["--run", data["run"], "--topics", data["topics"], "--corpus", data["corpus"], "--depth", 4,
+              "--device", "cpu"]
+    for name in ("maxp", "parade-transformer", "mono"):
+        train = cli("train", "--model", name, "--train", data["groups"], "--output", tmp_path / name, "--backbone",
+                    data["backbone"], "--max-steps", 1, "--batch-size", 2, "--group-size", 3, "--device", "cpu",
+                    *model_extra(name))
+        assert train.code == 0, train.stderr
+    runs = {}
+    for n in (1, 3):
+        out = tmp_path / f"maxp.{n}.run"
+        assert cli("rerank", "--model", "maxp", "--checkpoint", tmp_path / "maxp", *common, "--max-passages", n,
+                   "--output", out).code == 0
+        runs[n] = read_run(out)
+    assert runs[1] != runs[3]  # one passage (the first) scores differently from the max of three
+    result = cli("rerank", "--model", "parade-transformer", "--checkpoint", tmp_path / "parade-transformer",
+                 *common, "--max-passages", 4, "--output", tmp_path / "x.run")
+    assert result.code == 2 and "exceeds the 3 passage positions" in result.stderr
+    result = cli("rerank", "--model", "mono", "--checkpoint", tmp_path / "mono", *common, "--max-passages", 2,
+                 "--output", tmp_path / "y.run")
+    assert result.code == 2 and "document models only" in result.stderr
+    assert not (tmp_path / "x.run").exists() and not (tmp_path / "y.run").exists()

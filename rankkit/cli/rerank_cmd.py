@@ -32,6 +32,9 @@ def rerank_command(
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Run tag [rankkit-MODEL]."),
+    max_passages: Optional[int] = typer.Option(
+        None, "--max-passages", help="Document models: passages (matrank-split: pieces) per document [as trained]."
+    ),
 ) -> None:
     """Re-rank each query's top --depth candidates by query and passage text; the rest keep their order below.
 
@@ -50,6 +53,11 @@ def rerank_command(
     if depth < 1:
         raise RankkitError(f"--depth must be at least 1, got {depth}")
     ranker = load_for_inference(model, checkpoint)
+    if max_passages is not None:
+        setter = getattr(ranker, "set_max_passages", None)
+        if setter is None:
+            raise RankkitError(f"--max-passages applies to document models only, not {model!r}")
+        setter(max_passages)
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
                    max_length=max_length, device=pick_device(device), tag=tag)

@@ -205,6 +205,14 @@ class DocumentModel(RankingModel):
             raise RankkitError(f"--max-length {max_length} leaves no room for the passage")
         self.pairs.max_length = int(max_length)
 
+    def set_max_passages(self, max_passages: int) -> None:
+        """Inference-time passages per document (``rankkit rerank --max-passages``; PARADE uses 16):
+        first and last windows kept, the rest evenly spaced. ``matrank-split``: pieces per document."""
+        if max_passages < 1:
+            raise RankkitError(f"--max-passages must be at least 1, got {max_passages}")
+        key = "max_pieces" if "max_pieces" in self.hparams else "max_passages"
+        self.hparams[key] = int(max_passages)
+
 
 class PerDocumentModel(DocumentModel):
     """A document model whose score of a document depends on that document's passages only."""

@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rankkit.errors import RankkitError
+
 from rankkit.models.document import PerDocumentModel, int_option
 from rankkit.models.passage_score import masked_max
 
@@ -180,6 +182,14 @@ class ParadeTransformer(Parade):
         )
         # enable_nested_tensor off: the same math in training and inference (no fast-path repacking).
         self.aggregator = nn.TransformerEncoder(layer, TRANSFORMER_LAYERS, enable_nested_tensor=False)
+
+    def set_max_passages(self, max_passages: int) -> None:
+        """At most the trained count: there is one learned position per passage slot."""
+        trained = int(self.positions.shape[0]) - 1
+        if max_passages > trained:
+            raise RankkitError(f"--max-passages {max_passages} exceeds the {trained} passage positions "
+                               f"{self.name} was trained with")
+        super().set_max_passages(max_passages)
 
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         n = p.shape[1]
