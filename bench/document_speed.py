@@ -1,0 +1,64 @@
+#!/usr/bin/env python
+"""Milliseconds per document at 16 passages for every long-document model (in process, CPU).
+
+    OMP_NUM_THREADS=1 python bench/document_speed.py [--documents 4] [--repeats 3]
+
+Each model is built on the packaged MiniLM with its default head (untrained heads cost the same as
+trained ones), `--window 128 --stride 100 --max-passages 16`; the documents are the first TIME-like
+texts of ``--corpus`` (default: the DL19 passages joined into ~1,700-token documents so every one
+splits into 16 windows). The time is ``rerank_scores`` for one query over ``--documents``
+documents, median of ``--repeats`` after a warm-up, divided by the document count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("firstp", "maxp", "sump", "parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn",
+          "parade-transformer", "matrank-split")
+
+
+def documents(count: int) -> list[str]:
+    """``count`` long documents made of consecutive DL19 pool passages (about 1,700 tokens each)."""
+    with gzip.open(ROOT / "examples" / "data" / "dl19" / "passages.dl19-pool.tsv.gz", "rt", encoding="utf-8") as src:
+        passages = [line.rstrip("\n").split("\t", 1)[1] for _, line in zip(range(count * 40), src)]
+    return [" ".join(passages[i * 40:(i + 1) * 40]) for i in range(count)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--models", default=",".join(MODELS))
+    args = parser.parse_args()
+    from rankkit.models import get_model_class
+
+    docs = documents(args.documents)
+    query = "what is the history of the united states civil war"
+    print("| model | passages per document | ms per document |")
+    print("|---|---|---|")
+    for name in args.models.split(","):
+        options = {"window": 128, "stride": 100, "max_passages": 16, "piece_length": 128, "max_pieces": 16}
+        model = get_model_class(name).for_training(None, options).eval()
+        model.rerank_scores([query], [docs], batch_size=32)  # warm-up
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            model.rerank_scores([query], [docs], batch_size=32)
+            times.append(time.perf_counter() - start)
+        passages = 1 if name == "firstp" else 16
+        print(f"| `{name}` | {passages} | {statistics.median(times) / len(docs) * 1000:.0f} |", flush=True)
+        del model
+    print(f"\ntorch threads {torch.get_num_threads()}; {sys.version.split()[0]}")
+
+
+if __name__ == "__main__":
+    main()
