@@ -54,10 +54,7 @@ def rerank_command(
         raise RankkitError(f"--depth must be at least 1, got {depth}")
     ranker = load_for_inference(model, checkpoint)
     if max_passages is not None:
-        setter = getattr(ranker, "set_max_passages", None)
-        if setter is None:
-            raise RankkitError(f"--max-passages applies to document models only, not {model!r}")
-        setter(max_passages)
+        ranker.set_max_passages(max_passages)
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
                    max_length=max_length, device=pick_device(device), tag=tag)

@@ -115,6 +115,10 @@ class RankingModel(torch.nn.Module, abc.ABC):
         """Inference-time input length in tokens (``rankkit rerank --max-length``); models with one override this."""
         raise RankkitError(f"model {self.name!r} has no adjustable input length")
 
+    def set_max_passages(self, max_passages: int) -> None:
+        """Inference-time passages per document (``rankkit rerank --max-passages``); document models override this."""
+        raise RankkitError(f"--max-passages applies to document models only, not {self.name!r}")
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
