@@ -104,6 +104,16 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
                  "--threads", str(args.threads)], cmds, "repbert-q256-retrieve", o / "test.repbert-q256.run")
     systems = {"BM25": o / "test.bm25.run", "RepBERT zero-shot (all-MiniLM-L6-v2), query length 20": o / "test.repbert.run",
                "RepBERT zero-shot, query length 256": o / "test.repbert-q256.run"}
+    def index_and_retrieve(model: str, ck: Path, name: str, batch: int, retrieve_extra: list[str]) -> Path:
+        """Dense-index the corpus with checkpoint ``ck``, retrieve the test queries; the run's path."""
+        index, run = o / f"{name}.index", o / f"test.{name}.run"
+        run_command([*RK, "index", "--kind", "dense", "--model", model, "--checkpoint", ck, "--corpus",
+                     q / "corpus.jsonl", "--index", index, "--batch-size", str(batch), "--threads", str(args.threads)],
+                    cmds, f"{name}-index", index / "rankkit-index.json")
+        run_command([*RK, "retrieve", "--model", model, "--index", index, "--topics", q / "test.topics.tsv",
+                     "--output", run, "--k", "100", "--remove-query", *retrieve_extra], cmds, f"{name}-retrieve", run)
+        return run
+
     if args.densetrans_steps > 0 or args.repbert_steps > 0:
         run_command([*RK, "retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "train.topics.tsv",
                      "--output", o / "train.bm25.run", "--k", "100", "--remove-query"], cmds, "train-bm25",
@@ -126,14 +136,8 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
                          "--group-size", "4", "--lr", "5e-4", "--scale", "20", "--d-model",
                          str(args.densetrans_d_model), "--seed", "42", "--log-every", "5"], cmds, f"{name}-train",
                         ck / "rankkit.json")
-            dt = o / f"{name}.index"
-            run_command([*RK, "index", "--kind", "dense", "--model", "densetrans", "--checkpoint", ck, "--corpus",
-                         q / "corpus.jsonl", "--index", dt, "--batch-size", "256", "--threads", str(args.threads)],
-                        cmds, f"{name}-index", dt / "rankkit-index.json")
-            run_command([*RK, "retrieve", "--model", "densetrans", "--index", dt, "--topics", q / "test.topics.tsv",
-                         "--output", o / f"test.{name}.run", "--k", "100", "--remove-query"], cmds,
-                        f"{name}-retrieve", o / f"test.{name}.run")
-            systems[f"{label} (d={args.densetrans_d_model}, {args.densetrans_steps} steps)"] = o / f"test.{name}.run"
+            systems[f"{label} (d={args.densetrans_d_model}, {args.densetrans_steps} steps)"] = index_and_retrieve(
+                "densetrans", ck, name, 256, [])
             log = [json.loads(line) for line in (ck / "train.log").read_text().splitlines()]
             rec[f"{name}_loss"] = [(e["step"], round(e["loss"], 4)) for e in log if "loss" in e]
             rec[f"{name}_seconds"] = next((e["seconds"] for e in log if e.get("event") == "done"), None)
@@ -147,14 +151,8 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
                      "--lr", "2e-5", "--normalize", "--doc-segment-id", "0", "--max-query-length", "64",
                      "--max-doc-length", "64", "--seed", "42", "--log-every", "5"], cmds, f"{name}-train",
                     ck / "rankkit.json")
-        idx = o / f"{name}.index"
-        run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--checkpoint", ck, "--corpus",
-                     q / "corpus.jsonl", "--index", idx, "--batch-size", "128", "--threads", str(args.threads)],
-                    cmds, f"{name}-index", idx / "rankkit-index.json")
-        run_command([*RK, "retrieve", "--model", "repbert", "--index", idx, "--topics", q / "test.topics.tsv",
-                     "--output", o / f"test.{name}.run", "--k", "100", "--remove-query", "--threads",
-                     str(args.threads)], cmds, f"{name}-retrieve", o / f"test.{name}.run")
-        systems[f"RepBERT fine-tuned on Quora dev ({args.repbert_steps} steps)"] = o / f"test.{name}.run"
+        systems[f"RepBERT fine-tuned on Quora dev ({args.repbert_steps} steps)"] = index_and_retrieve(
+            "repbert", ck, name, 128, ["--threads", str(args.threads)])
     rec["scores"] = {name: scores(q / "test.qrels.txt", run, QUORA_MEASURES) for name, run in systems.items()}
     rec["runs"] = {name: str(run) for name, run in systems.items()}
 
