@@ -1,31 +1,25 @@
-"""examples/classic/prepare.py: classic IR collections (TIME, Cranfield, CISI, MED, NPL) to rankkit files."""
+"""rankkit.datasets.classic (examples/classic/prepare.py): classic IR collections (TIME, Cranfield, CISI, MED, NPL)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from rankkit.datasets import classic
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import iter_corpus, read_qrels, read_topics
 
 ROOT = Path(__file__).resolve().parents[1]
-PREPARE = ROOT / "examples" / "classic" / "prepare.py"
 SLICE = ROOT / "tests" / "data" / "classic"
 
 
 @pytest.fixture(scope="module")
-def prepare():
-    spec = importlib.util.spec_from_file_location("classic_prepare", PREPARE)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    sys.modules["classic_prepare"] = module
-    spec.loader.exec_module(module)
-    return module
+def prepare() -> ModuleType:
+    return classic
 
 
 def run(prepare, tmp_path: Path, collection: str, *extra: str) -> Path:

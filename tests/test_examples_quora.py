@@ -1,26 +1,23 @@
-"""examples/quora/prepare.py: the Quora duplicate-question retrieval task derivation."""
+"""rankkit.datasets.quora (examples/quora/prepare.py): the Quora duplicate-question retrieval task derivation."""
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from rankkit.datasets import quora
 from rankkit.formats import iter_corpus, read_qrels, read_topics
 
-PREPARE = Path(__file__).resolve().parents[1] / "examples" / "quora" / "prepare.py"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def prepare():
-    spec = importlib.util.spec_from_file_location("quora_prepare", PREPARE)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    sys.modules["quora_prepare"] = module
-    spec.loader.exec_module(module)
-    return module
+def prepare() -> ModuleType:
+    return quora
 
 
 DEV = [
@@ -75,3 +72,23 @@ def test_bad_source_line(prepare, tmp_path: Path) -> None:
     (source / "test.tsv").write_text("1\tonly two fields\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"test.tsv:1: expected"):
         prepare.main(["--source", str(source), "--output", str(tmp_path / "out")])
+
+
+def test_converters_import_no_models() -> None:
+    """rankkit.datasets loads only formats/errors: no torch, transformers or rankkit models."""
+    code = (
+        "import sys\n"
+        "import rankkit.datasets.classic, rankkit.datasets.quora, rankkit.datasets.semeval, rankkit.datasets.wikiqa\n"
+        "heavy = {'torch', 'transformers', 'rankkit.models', 'rankkit.training', 'rankkit.cli'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", ["quora", "wikiqa", "semeval", "classic"])
+def test_example_wrapper_runs_the_module(name: str, tmp_path: Path) -> None:
+    """examples/NAME/prepare.py and python -m rankkit.datasets.NAME are the same command."""
+    for cmd in ([sys.executable, str(ROOT / "examples" / name / "prepare.py"), "--help"],
+                [sys.executable, "-m", f"rankkit.datasets.{name}", "--help"]):
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp_path)
+        assert "--output" in done.stdout and "--source" in done.stdout

@@ -1,38 +1,35 @@
-"""examples/wikiqa/prepare.py and examples/semeval/prepare.py on tiny real slices (tests/data/)."""
+"""rankkit.datasets.wikiqa and rankkit.datasets.semeval (examples/*/prepare.py) on tiny real slices (tests/data/)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from rankkit.formats import iter_corpus, read_groups, read_qrels, read_run, read_topics, sort_ranking
+import rankkit.datasets.semeval
+import rankkit.datasets.wikiqa
+from rankkit.formats import (
+    iter_corpus,
+    read_groups,
+    read_qrels,
+    read_run,
+    read_topics,
+    sort_ranking,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_prepare", ROOT / "examples" / name / "prepare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def wikiqa() -> ModuleType:
-    return load("wikiqa")
+    return rankkit.datasets.wikiqa
 
 
 @pytest.fixture(scope="module")
 def semeval() -> ModuleType:
-    return load("semeval")
+    return rankkit.datasets.semeval
 
 
 def ranking(run: dict[str, dict[str, float]], qid: str) -> list[str]:
