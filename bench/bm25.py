@@ -4,9 +4,9 @@
 1. TREC DL: index the union of the DL19 and DL20 candidate pools (24,884 passages), retrieve the
    DL19 (43) and DL20 (54) queries, evaluate nDCG@10, RR(rel=2)@10, R(rel=2)@100 with
    ir_measures; compare with ../shared/BASELINES.md (DL19 0.4682 / 0.6574 / 0.4934).
-2. Quora question retrieval (examples/quora/prepare.py): index the 36,737 questions, retrieve the
-   4,732 test queries with --remove-query, evaluate R@100, RR@100, nDCG@10 (BASELINES: 0.9826 /
-   0.6750 / 0.7123).
+2. Quora question retrieval (rankkit.datasets.quora, the task of examples/quora/prepare.py): index
+   the 36,737 questions, retrieve the 4,732 test queries with --remove-query, evaluate R@100,
+   RR@100, nDCG@10 (BASELINES: 0.9826 / 0.6750 / 0.7123).
 3. Speed: index time; search queries/s of rankkit's ``Bm25Searcher.batch_search`` and of
    pyserini's own ``LuceneSearcher.batch_search`` on the same index, same k and threads, each
    converted to (docid, score) lists in Python (median of ``--repeats`` warm runs), and their ratio;
@@ -22,29 +22,29 @@ Prints a markdown report (also written to OUTPUT/bm25.md) and OUTPUT/bm25.json.
 from __future__ import annotations
 
 import argparse
-import datetime
-import gzip
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import ir_measures
+from harness import (
+    ROOT,
+    SHARED_DATA,
+    dl_pool_corpus,
+    machine,
+    machine_line,
+    median_seconds,
+    save_json,
+    write_text,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-sys.path.insert(0, str(ROOT / "bench"))
+from rankkit.datasets import quora as quora_task
+from rankkit.formats import read_qrels, read_run, read_topics
+from rankkit.lexical import java
+from rankkit.lexical.index import build_bm25_index
+from rankkit.lexical.search import Bm25Searcher, retrieve_bm25
 
-from rankkit.formats import atomic_write, read_qrels, read_run, read_topics  # noqa: E402
-from rankkit.lexical import java  # noqa: E402
-from rankkit.lexical.index import build_bm25_index  # noqa: E402
-from rankkit.lexical.search import Bm25Searcher, retrieve_bm25  # noqa: E402
-from _timing import median_seconds  # noqa: E402
-
-SHARED = ROOT.parent / "shared" / "data"
 DL_MEASURES = ["nDCG@10", "RR(rel=2)@10", "R(rel=2)@100"]
 QUORA_MEASURES = ["R@100", "RR@100", "nDCG@10"]
 BASELINES = {
@@ -54,23 +54,8 @@ BASELINES = {
 }
 
 
-def union_corpus(dl_dir: Path, target: Path) -> int:
-    """The DL19 + DL20 candidate pools as one TSV, first occurrence of each pid kept (texts agree)."""
-    seen: set[str] = set()
-    with atomic_write(target) as out:
-        for year in ("dl19", "dl20"):
-            with gzip.open(
-                dl_dir / "derived" / f"{year}.passages.union5runs.tsv.gz", "rt", encoding="utf-8"
-            ) as src:
-                for line in src:
-                    pid = line.split("\t", 1)[0]
-                    if pid not in seen:
-                        seen.add(pid)
-                        out.write(line if line.endswith("\n") else line + "\n")
-    return len(seen)
-
-
 def evaluate(qrels_path: Path, run_path: Path, measures: list[str]) -> dict[str, float]:
+    """ir_measures' aggregate of each measure for one run."""
     parsed = [ir_measures.parse_measure(m) for m in measures]
     values = ir_measures.calc_aggregate(parsed, read_qrels(qrels_path), read_run(run_path))
     return {m: float(values[p]) for m, p in zip(measures, parsed)}
@@ -123,6 +108,7 @@ def task(
     remove_query: bool = False,
     k: int = 1000,
 ) -> dict[str, Any]:
+    """Index ``corpus`` (twice: cold and steady), retrieve ``topics``, evaluate, time the searches."""
     index = out / index_name
     # Twice: the first build in a process pays the JVM's JIT warm-up, the second is the steady state.
     cold = build_bm25_index(corpus, index, threads=args.threads, force=True)
@@ -153,14 +139,15 @@ def task(
 
 
 def markdown(results: dict[str, Any]) -> str:
+    """The report: effectiveness and speed tables."""
     lines = [
         f"# BM25 benchmark ({results['date']}, {results['machine']})",
         "",
-        f"`{results['command']}`; Anserini {results['anserini']}, pyserini {results['pyserini']}, "
-        f"Java {results['java']}.",
+        (f"`{results['command']}`; Anserini {results['anserini']}, pyserini {results['pyserini']}, "
+        f"Java {results['java']}."),
         "",
-        "| task | documents | index s (first build in process) | queries | k "
-        "| metric: rankkit (BASELINES.md) |",
+        ("| task | documents | index s (first build in process) | queries | k "
+        "| metric: rankkit (BASELINES.md) |"),
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in results["tasks"].items():
@@ -176,8 +163,8 @@ def markdown(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| task | threads | hits/query | rankkit q/s | pyserini q/s | time ratio rankkit/pyserini "
-        "| identical rankings | retrieve_bm25 call (s) |",
+        ("| task | threads | hits/query | rankkit q/s | pyserini q/s | time ratio rankkit/pyserini "
+        "| identical rankings | retrieve_bm25 call (s) |"),
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in results["tasks"].items():
@@ -191,9 +178,10 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description="BM25 effectiveness and speed (see the module docstring).")
-    parser.add_argument("--dl-dir", type=Path, default=SHARED / "msmarco-passage-trec-dl")
-    parser.add_argument("--quora-source", type=Path, default=SHARED / "quora-qqp-bimpm")
+    parser.add_argument("--dl-dir", type=Path, default=SHARED_DATA / "msmarco-passage-trec-dl")
+    parser.add_argument("--quora-source", type=Path, default=SHARED_DATA / "quora-qqp-bimpm")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-bm25")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each search (median)")
@@ -203,12 +191,14 @@ def main(argv: list[str] | None = None) -> None:
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
     java.start_jvm()
-    home, java_version = java.check_java()
+    _home, java_version = java.check_java()
     from importlib import metadata
 
+    where = machine()
     results: dict[str, Any] = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, {platform.system()}",
+        "date": where["date"],
+        "machine": machine_line(where),
+        "machine_details": where,
         "command": "python bench/bm25.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "anserini": java.anserini_version(),
         "pyserini": metadata.version("pyserini"),
@@ -216,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         "tasks": {},
     }
     corpus = out / "dl19+dl20.pool.tsv"
-    documents = union_corpus(args.dl_dir, corpus)
+    documents = dl_pool_corpus(args.dl_dir, corpus)
     print(f"DL19+DL20 pool: {documents:,} passages", file=sys.stderr)
     first = True
     for year, topics_name in (("dl19", "dl19"), ("dl20", "dl20")):
@@ -260,11 +250,8 @@ def main(argv: list[str] | None = None) -> None:
                 "speed": speed(index, topics, args.k, args.threads, args.repeats),
             }
     if not args.skip_quora:
-        sys.path.insert(0, str(ROOT / "examples" / "quora"))
-        import prepare  # examples/quora/prepare.py
-
         quora = out / "quora"
-        prepare.main(["--source", str(args.quora_source), "--output", str(quora)])
+        quora_task.main(["--source", str(args.quora_source), "--output", str(quora)])
         results["tasks"]["quora"] = task(
             "quora",
             quora / "corpus.jsonl",
@@ -278,8 +265,8 @@ def main(argv: list[str] | None = None) -> None:
             k=100,
         )
     report = markdown(results)
-    (out / "bm25.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    (out / "bm25.md").write_text(report, encoding="utf-8")
+    save_json(out / "bm25.json", results)
+    write_text(out / "bm25.md", report)
     print(report)
 
 

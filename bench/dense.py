@@ -5,15 +5,17 @@
         [--densetrans-steps 294] [--densetrans-d-model 96] [--densetrans-variants densetrans,no-top-dense,...]
         [--repbert-steps 294] [--threads 2]
 
-Every stage runs the ``rankkit`` CLI in a subprocess under ``/usr/bin/time -v`` (wall time and
-peak RSS recorded with the exact command); an output that already exists is reused (the bench
-resumes), so delete the output folder for a clean measurement. Runs are evaluated with
+Every stage runs the ``rankkit`` CLI in a subprocess, in the output folder, through the bench
+harness (wall time and peak RSS recorded with the exact command; see bench/harness.py for how
+peak memory is measured); an output that already exists is reused (the bench resumes), so delete
+the output folder for a clean measurement. Runs are evaluated with
 :func:`rankkit.evaluation.evaluate_files` (the code behind ``rankkit eval``). Results go to
 ``OUTPUT/dense.json`` and a markdown summary ``OUTPUT/dense.md``.
 
 Steps:
   quora       BM25, zero-shot RepBERT (packaged all-MiniLM-L6-v2), RepBERT fine-tuned and DenseTrans
-              (and its three Table 3 ablations) trained on the dev split's BM25-mined groups, on the Quora task of examples/quora/prepare.py
+              (and its three Table 3 ablations) trained on the dev split's BM25-mined groups, on the Quora task of
+              rankkit.datasets.quora (examples/quora/prepare.py)
               (R@100, RR@100, AP@100, nDCG@10; DenseTrans Table 2).
   throughput  rankkit's dense encoding vs SentenceTransformer.encode, same weights, same 2,000
               DL pool passages, same process, alternating, best of --repeats.
@@ -26,80 +28,65 @@ Steps:
 from __future__ import annotations
 
 import argparse
-import datetime
 import gzip
 import json
-import os
-import platform
-import re
-import shlex
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import harness
+from harness import ROOT, SHARED_DATA, Steps
 
-from rankkit.evaluation import evaluate_files  # noqa: E402
-from rankkit.formats import atomic_write  # noqa: E402
+from rankkit.datasets import quora as quora_task
+from rankkit.evaluation import evaluate_files
+from rankkit.formats import atomic_write
 
-SHARED = ROOT.parent / "shared" / "data"
-RK = [sys.executable, "-m", "rankkit"]
+STEPS = ("quora", "throughput", "dl", "fuse", "memory")
 QUORA_MEASURES = ["R@100", "RR@100", "AP@100", "nDCG@10"]
 DL_MEASURES = ["nDCG@10", "RR(rel=2)@10", "R(rel=2)@100"]
 
 
-def run_command(args: list[str], record: dict[str, Any], name: str, done: Path | None = None) -> None:
-    """Run ``args`` under /usr/bin/time -v; record command, wall seconds and peak RSS under ``name``."""
-    shown = " ".join(shlex.quote(str(a)) for a in ["rankkit", *args[3:]] if True) if args[:3] == RK else \
-        " ".join(shlex.quote(str(a)) for a in args)
-    if done is not None and done.exists():
-        print(f"[bench] reuse {done} ({shown})", file=sys.stderr)
-        record.setdefault(name, {"command": shown, "reused": True})
-        return
-    print(f"[bench] {shown}", file=sys.stderr)
-    started = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-v", *map(str, args)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - started
-    sys.stderr.write(proc.stderr[-3000:])
-    if proc.returncode != 0:
-        raise SystemExit(f"[bench] failed ({proc.returncode}): {shown}")
-    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    record[name] = {"command": shown, "seconds": round(wall, 1),
-                    "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None}
+def step(steps: Steps, args: list[Any], record: dict[str, Any], name: str, done: Path | None = None) -> None:
+    """``rankkit ARGS`` as step ``name`` unless ``done`` exists; command, wall seconds and peak RSS in ``record[name]``.
+
+    A reused step keeps what an earlier run recorded for it.
+    """
+    result = steps.rankkit(name, args, [done] if done is not None else [])
+    if result.reused:
+        record.setdefault(name, result.record())
+    else:
+        record[name] = result.record()
 
 
 def scores(qrels: Path, run: Path, measures: list[str]) -> dict[str, float]:
+    """``rankkit eval``'s aggregates of one run, rounded to 4 digits."""
     result = evaluate_files(qrels, [run], measures)
     return {m: round(v, 4) for m, v in next(iter(result.runs.values())).aggregates.items()}
 
 
-def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+def quora(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> None:
+    """The Quora task: BM25, zero-shot and trained dense models (see the module docstring)."""
     q = args.quora_dir
     if not (q / "corpus.jsonl").exists():
-        run_command([sys.executable, "examples/quora/prepare.py", "--output", q], {}, "prepare")
-    o = out / "quora"
+        quora_task.main(["--output", str(q)])
+    o = steps.out / "quora"
     o.mkdir(parents=True, exist_ok=True)
-    rec: dict[str, Any] = results.setdefault("quora", {})
     cmds = rec.setdefault("commands", {})
     bm25 = o / "bm25.index"
-    run_command([*RK, "index", "--kind", "bm25", "--corpus", q / "corpus.jsonl", "--index", bm25], cmds,
+    step(steps, ["index", "--kind", "bm25", "--corpus", q / "corpus.jsonl", "--index", bm25], cmds,
                 "bm25-index", bm25 / "rankkit-index.json")
-    run_command([*RK, "retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "test.topics.tsv",
+    step(steps, ["retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "test.topics.tsv",
                  "--output", o / "test.bm25.run", "--k", "100", "--remove-query"], cmds, "bm25-retrieve",
                 o / "test.bm25.run")
     zs = o / "repbert-zeroshot.index"
-    run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--corpus", q / "corpus.jsonl",
+    step(steps, ["index", "--kind", "dense", "--model", "repbert", "--corpus", q / "corpus.jsonl",
                  "--index", zs, "--batch-size", "128", "--threads", str(args.threads)], cmds, "repbert-index",
                 zs / "rankkit-index.json")
-    run_command([*RK, "retrieve", "--model", "repbert", "--index", zs, "--topics", q / "test.topics.tsv",
+    step(steps, ["retrieve", "--model", "repbert", "--index", zs, "--topics", q / "test.topics.tsv",
                  "--output", o / "test.repbert.run", "--k", "100", "--remove-query", "--threads",
                  str(args.threads)], cmds, "repbert-retrieve", o / "test.repbert.run")
     # RepBERT's query limit is 20 tokens (§4.3.1); Quora queries are questions like the documents,
     # so also measure the zero-shot model with the documents' 256 (what sentence-transformers does).
-    run_command([*RK, "retrieve", "--model", "repbert", "--index", zs, "--topics", q / "test.topics.tsv",
+    step(steps, ["retrieve", "--model", "repbert", "--index", zs, "--topics", q / "test.topics.tsv",
                  "--output", o / "test.repbert-q256.run", "--k", "100", "--remove-query", "--max-query-length", "256",
                  "--threads", str(args.threads)], cmds, "repbert-q256-retrieve", o / "test.repbert-q256.run")
     systems = {"BM25": o / "test.bm25.run", "RepBERT zero-shot (all-MiniLM-L6-v2), query length 20": o / "test.repbert.run",
@@ -107,18 +94,18 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
     def index_and_retrieve(model: str, ck: Path, name: str, batch: int, retrieve_extra: list[str]) -> Path:
         """Dense-index the corpus with checkpoint ``ck``, retrieve the test queries; the run's path."""
         index, run = o / f"{name}.index", o / f"test.{name}.run"
-        run_command([*RK, "index", "--kind", "dense", "--model", model, "--checkpoint", ck, "--corpus",
+        step(steps, ["index", "--kind", "dense", "--model", model, "--checkpoint", ck, "--corpus",
                      q / "corpus.jsonl", "--index", index, "--batch-size", str(batch), "--threads", str(args.threads)],
                     cmds, f"{name}-index", index / "rankkit-index.json")
-        run_command([*RK, "retrieve", "--model", model, "--index", index, "--topics", q / "test.topics.tsv",
+        step(steps, ["retrieve", "--model", model, "--index", index, "--topics", q / "test.topics.tsv",
                      "--output", run, "--k", "100", "--remove-query", *retrieve_extra], cmds, f"{name}-retrieve", run)
         return run
 
     if args.densetrans_steps > 0 or args.repbert_steps > 0:
-        run_command([*RK, "retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "train.topics.tsv",
+        step(steps, ["retrieve", "--model", "bm25", "--index", bm25, "--topics", q / "train.topics.tsv",
                      "--output", o / "train.bm25.run", "--k", "100", "--remove-query"], cmds, "train-bm25",
                     o / "train.bm25.run")
-        run_command([*RK, "mine", "--run", o / "train.bm25.run", "--qrels", q / "train.qrels.txt", "--topics",
+        step(steps, ["mine", "--run", o / "train.bm25.run", "--qrels", q / "train.qrels.txt", "--topics",
                      q / "train.topics.tsv", "--index", bm25, "--output", o / "train.groups.jsonl", "--depth", "100",
                      "--negatives", "7", "--strategy", "random", "--seed", "0"], cmds, "mine",
                     o / "train.groups.jsonl")
@@ -131,7 +118,7 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
                 continue
             name = f"densetrans-{variant}-d{args.densetrans_d_model}-s{args.densetrans_steps}"
             ck = o / name
-            run_command([*RK, "train", "--model", "densetrans", *flags, "--train", o / "train.groups.jsonl",
+            step(steps, ["train", "--model", "densetrans", *flags, "--train", o / "train.groups.jsonl",
                          "--output", ck, "--max-steps", str(args.densetrans_steps), "--batch-size", "16",
                          "--group-size", "4", "--lr", "5e-4", "--scale", "20", "--d-model",
                          str(args.densetrans_d_model), "--seed", "42", "--log-every", "5"], cmds, f"{name}-train",
@@ -146,7 +133,7 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
         ck = o / name
         # Fine-tuned from the packaged MiniLM on the Quora dev split (the same groups as DenseTrans);
         # cosine (--normalize) and segment id 0, as the backbone was trained, query length 256.
-        run_command([*RK, "train", "--model", "repbert", "--train", o / "train.groups.jsonl", "--output", ck,
+        step(steps, ["train", "--model", "repbert", "--train", o / "train.groups.jsonl", "--output", ck,
                      "--max-steps", str(args.repbert_steps), "--batch-size", "16", "--group-size", "4",
                      "--lr", "2e-5", "--normalize", "--doc-segment-id", "0", "--max-query-length", "64",
                      "--max-doc-length", "64", "--seed", "42", "--log-every", "5"], cmds, f"{name}-train",
@@ -157,7 +144,7 @@ def quora(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
     rec["runs"] = {name: str(run) for name, run in systems.items()}
 
 
-def memory(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+def memory(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> None:
     """Peak RSS of ``rankkit index --kind dense`` on 25k vs 250k documents (same model, same chunking).
 
     The documents are the Quora corpus's questions repeated under new ids (``<id>~<copy>``) up to
@@ -167,10 +154,9 @@ def memory(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None
     what is measured is rankkit's streaming (chunks, memory-mapped shards, faiss add), which is
     the same code path for every model.
     """
-    q = args.quora_dir
+    q, out = args.quora_dir, steps.out
     o = out / "memory"
     o.mkdir(parents=True, exist_ok=True)
-    rec: dict[str, Any] = results.setdefault("memory", {})
     cmds = rec.setdefault("commands", {})
     checkpoint = args.memory_checkpoint or (out / "quora" / f"densetrans-densetrans-d{args.densetrans_d_model}-s{args.densetrans_steps}")
     questions = [json.loads(line) for line in (q / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -182,27 +168,13 @@ def memory(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None
                     doc = questions[n % len(questions)]
                     handle.write(json.dumps({"id": f"{doc['id']}~{n // len(questions)}", "contents": doc["contents"]}) + "\n")
         index = o / f"index.{size}"
-        run_command([*RK, "index", "--kind", "dense", "--model", "densetrans", "--checkpoint", checkpoint,
+        step(steps, ["index", "--kind", "dense", "--model", "densetrans", "--checkpoint", checkpoint,
                      "--corpus", corpus, "--index", index, "--batch-size", "256", "--chunk-size", "8192",
                      "--threads", str(args.threads), "--force"], cmds, f"index-{size}", index / "rankkit-index.json")
     rec["model"] = str(checkpoint)
 
 
-def pool_corpus(dl_dir: Path, target: Path, limit: int | None = None) -> int:
-    """DL19 + DL20 candidate pools as one TSV (first occurrence of each pid), optionally the first ``limit``."""
-    seen: set[str] = set()
-    with atomic_write(target) as out:
-        for year in ("dl19", "dl20"):
-            with gzip.open(dl_dir / "derived" / f"{year}.passages.union5runs.tsv.gz", "rt", encoding="utf-8") as src:
-                for line in src:
-                    pid = line.split("\t", 1)[0]
-                    if pid not in seen and (limit is None or len(seen) < limit):
-                        seen.add(pid)
-                        out.write(line if line.endswith("\n") else line + "\n")
-    return len(seen)
-
-
-def throughput(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
+def throughput(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> dict[str, Any]:
     """Passages/s of rankkit's encoder vs SentenceTransformer.encode (same weights, texts, process)."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -221,18 +193,14 @@ def throughput(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> 
     path = resolve_backbone(None)
     st = SentenceTransformer(str(path), device="cpu")
     st.max_seq_length = ours.hparams.get("max_doc_length", 256)
-    timings: dict[str, list[float]] = {"rankkit": [], "sentence-transformers": []}
-    agree = None
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        a = ours.encode(texts, is_query=False, batch_size=64)
-        timings["rankkit"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        b = st.encode(texts, batch_size=64, convert_to_numpy=True)
-        timings["sentence-transformers"].append(time.perf_counter() - t)
-        agree = float(abs(a.numpy() - b).max())
+    encoded: dict[str, Any] = {}
+    timings = harness.interleaved({
+        "rankkit": lambda: encoded.update(rankkit=ours.encode(texts, is_query=False, batch_size=64)),
+        "sentence-transformers": lambda: encoded.update(st=st.encode(texts, batch_size=64, convert_to_numpy=True)),
+    }, args.repeats)
+    agree = float(abs(encoded["rankkit"].numpy() - encoded["st"]).max()) if encoded else None
     best = {k: min(v) for k, v in timings.items()}
-    results["throughput"] = {
+    return {
         "passages": len(texts), "batch_size": 64, "max_length": st.max_seq_length, "threads": args.threads,
         "seconds": {k: [round(x, 2) for x in v] for k, v in timings.items()},
         "passages_per_s": {k: round(len(texts) / v, 1) for k, v in best.items()},
@@ -241,26 +209,26 @@ def throughput(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> 
     }
 
 
-def dl(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
-    o = out / "dl"
+def dl(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> None:
+    """Zero-shot RepBERT vs BM25 on the DL19+DL20 pool; peak RSS on 10% vs all of it."""
+    o = steps.out / "dl"
     o.mkdir(parents=True, exist_ok=True)
-    rec: dict[str, Any] = results.setdefault("dl", {})
     cmds = rec.setdefault("commands", {})
     pool = o / "dl19+dl20.pool.tsv"
     if not pool.exists():
-        rec["documents"] = pool_corpus(args.dl_dir, pool)
+        rec["documents"] = harness.dl_pool_corpus(args.dl_dir, pool)
     small = o / "pool.first10pct.tsv"
     if not small.exists():
-        rec["documents_small"] = pool_corpus(args.dl_dir, small, limit=2488)
+        rec["documents_small"] = harness.dl_pool_corpus(args.dl_dir, small, limit=2488)
     # Peak RSS: the same command on 10% and on 100% of the pool.
-    run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--corpus", small, "--index",
+    step(steps, ["index", "--kind", "dense", "--model", "repbert", "--corpus", small, "--index",
                  o / "repbert-small.index", "--threads", str(args.threads)], cmds, "repbert-index-2488",
                 o / "repbert-small.index" / "rankkit-index.json")
     idx = o / "repbert.index"
-    run_command([*RK, "index", "--kind", "dense", "--model", "repbert", "--corpus", pool, "--index", idx,
+    step(steps, ["index", "--kind", "dense", "--model", "repbert", "--corpus", pool, "--index", idx,
                  "--threads", str(args.threads)], cmds, "repbert-index-24884", idx / "rankkit-index.json")
     bm25 = o / "bm25.index"
-    run_command([*RK, "index", "--kind", "bm25", "--corpus", pool, "--index", bm25], cmds, "bm25-index",
+    step(steps, ["index", "--kind", "bm25", "--corpus", pool, "--index", bm25], cmds, "bm25-index",
                 bm25 / "rankkit-index.json")
     tq = args.dl_dir / "topics-qrels"
     topics = {"dl19": tq / "topics.dl19-passage.txt", "dl20": tq / "topics.dl20.txt"}
@@ -269,13 +237,14 @@ def dl(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
     for year in ("dl19", "dl20"):
         for model, index in (("bm25", bm25), ("repbert", idx)):
             run = o / f"{year}.{model}.run"
-            run_command([*RK, "retrieve", "--model", model, "--index", index, "--topics", topics[year], "--output",
+            step(steps, ["retrieve", "--model", model, "--index", index, "--topics", topics[year], "--output",
                          run, "--k", "1000"], cmds, f"{year}-{model}", run)
             rec["scores"][f"{year} {model}"] = scores(qrels[year], run, DL_MEASURES)
 
 
-def fuse(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
-    rec: dict[str, Any] = results.setdefault("fuse", {})
+def fuse(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> None:
+    """RepBERT's alternating merge of BM25 and RepBERT, both orders, on every task that has both runs."""
+    out = steps.out
     cmds = rec.setdefault("commands", {})
     rec["scores"] = {}
     tq = args.dl_dir / "topics-qrels"
@@ -289,12 +258,13 @@ def fuse(args: argparse.Namespace, out: Path, results: dict[str, Any]) -> None:
             continue
         for name, first, second in (("BM25 + RepBERT", bm25, dense), ("RepBERT + BM25", dense, bm25)):
             fused = first.parent / f"{task}.alternate.{'bm25+repbert' if first == bm25 else 'repbert+bm25'}.run"
-            run_command([*RK, "fuse", "--method", "alternate", "--output", fused, "--k", k, first, second], cmds,
+            step(steps, ["fuse", "--method", "alternate", "--output", fused, "--k", k, first, second], cmds,
                         f"{task} {name}", fused)
             rec["scores"][f"{task} {name}"] = scores(qrels, fused, measures)
 
 
 def markdown(results: dict[str, Any]) -> str:
+    """The report: scores and step commands per section."""
     lines = [f"# Dense benchmark ({results['date']}, {results['machine']})", ""]
     for section, measures in (("quora", QUORA_MEASURES), ("dl", DL_MEASURES), ("fuse", None)):
         if "scores" not in results.get(section, {}):
@@ -321,12 +291,14 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description="Dense retrieval benchmark (see the module docstring).")
-    parser.add_argument("--steps", default="quora,throughput,dl,fuse")
+    parser.add_argument("--steps", type=harness.step_list(STEPS), default="quora,throughput,dl,fuse",
+                        help=f"comma-separated: {', '.join(STEPS)}")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-dense")
     parser.add_argument("--quora-dir", type=Path, default=ROOT / "runs" / "bench-bm25" / "quora",
                         help="the Quora task from examples/quora/prepare.py (made there if missing)")
-    parser.add_argument("--dl-dir", type=Path, default=SHARED / "msmarco-passage-trec-dl")
+    parser.add_argument("--dl-dir", type=Path, default=SHARED_DATA / "msmarco-passage-trec-dl")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--densetrans-steps", type=int, default=294, help="training steps (0: skip DenseTrans; 294 = one epoch)")
     parser.add_argument("--densetrans-d-model", type=int, default=96,
@@ -338,18 +310,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--throughput-passages", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
-    out = args.output
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "dense.json"
-    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    results["date"] = datetime.date.today().isoformat()
-    results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPU cores, {platform.system()}, no GPU"
-    for step in args.steps.split(","):
-        {"quora": quora, "throughput": throughput, "dl": dl, "fuse": fuse, "memory": memory}[step](args, out, results)
-        with atomic_write(path) as handle:  # after each step: a long bench keeps what it measured
-            handle.write(json.dumps(results, indent=2) + "\n")
-        with atomic_write(out / "dense.md") as handle:
-            handle.write(markdown(results))
+    steps = Steps(args.output, prog="dense.py")
+    path = steps.out / "dense.json"
+    results = harness.load_results(path)
+    where = harness.machine(torch_threads=True)
+    results["date"] = where["date"]
+    results["machine"] = harness.machine_line(where)
+    results["machine_details"] = where
+
+    def save() -> None:  # after each step: a long bench keeps what it measured
+        harness.save_json(path, results)
+        harness.write_text(steps.out / "dense.md", markdown(results))
+
+    table = {name: (lambda section, fn=fn: fn(args, steps, section))
+             for name, fn in (("quora", quora), ("throughput", throughput), ("dl", dl), ("fuse", fuse),
+                              ("memory", memory))}
+    harness.run_steps(args.steps, table, results, save)
 
 
 if __name__ == "__main__":

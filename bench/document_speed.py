@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import statistics
-import sys
-import time
-from pathlib import Path
 
-import torch
+from harness import ROOT, machine, machine_line, median_seconds
 
-ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("firstp", "maxp", "sump", "parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn",
           "parade-transformer", "matrank-split")
 
@@ -34,6 +29,7 @@ def documents(count: int) -> list[str]:
 
 
 def main() -> None:
+    """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
@@ -49,15 +45,11 @@ def main() -> None:
         options = {"window": 128, "stride": 100, "max_passages": 16, "piece_length": 128, "max_pieces": 16}
         model = get_model_class(name).for_training(None, options).eval()
         model.rerank_scores([query], [docs], batch_size=32)  # warm-up
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            model.rerank_scores([query], [docs], batch_size=32)
-            times.append(time.perf_counter() - start)
+        seconds = median_seconds(lambda m=model: m.rerank_scores([query], [docs], batch_size=32), args.repeats)
         passages = 1 if name == "firstp" else 16
-        print(f"| `{name}` | {passages} | {statistics.median(times) / len(docs) * 1000:.0f} |", flush=True)
+        print(f"| `{name}` | {passages} | {seconds / len(docs) * 1000:.0f} |", flush=True)
         del model
-    print(f"\ntorch threads {torch.get_num_threads()}; {sys.version.split()[0]}")
+    print(f"\n{machine_line(machine(torch_threads=True))}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Long-document re-ranking on TIME with 5-fold cross-validation (PARADE §4.4), through the rankkit CLI.
 
-Input: the output of ``examples/classic/prepare.py --collection time --folds 5`` (``--data``).
+Input: the output of ``examples/classic/prepare.py --collection time --folds 5`` (``--data``; the
+converter is :mod:`rankkit.datasets.classic`).
 Every step is a ``rankkit`` command run as a subprocess, as a user's script would:
 
 1. ``rankkit index --kind bm25`` of the corpus; ``rankkit retrieve --model bm25`` top-100 for each
@@ -37,10 +38,8 @@ thousands of steps) needs a GPU: pass those knobs there.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -49,10 +48,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+import harness
+from harness import ROOT, Steps
 
-from rankkit.formats import atomic_write, iter_corpus, read_run, read_topics, write_run, write_topics  # noqa: E402
+from rankkit.formats import (
+    atomic_write,
+    iter_corpus,
+    read_run,
+    read_topics,
+    write_run,
+    write_topics,
+)
 
 ALL_MODELS = ["firstp", "maxp", "parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn",
               "parade-transformer", "matrank-split", "matrank"]
@@ -78,51 +84,12 @@ def student_backbone(source: Path, target: Path, layers: int = 2) -> Path:
     return target
 
 
-class Bench:
-    """Runs rankkit commands (skipping finished ones), records them and their wall times."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.out: Path = args.output.resolve()
-        self.data: Path = args.data.resolve()
-        self.commands: list[str] = []
-        self.seconds: dict[str, float] = {}
-        self.notes: list[str] = []
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.rerank_help = self.help_text("rerank")
-        self.train_help = self.help_text("train")
-
-    def help_text(self, command: str) -> str:
-        env = dict(os.environ, COLUMNS="400")
-        done = subprocess.run([sys.executable, "-m", "rankkit", command, "--help"], capture_output=True, text=True,
-                              env=env, check=False)
-        return done.stdout
-
-    def path(self, p: Path) -> str:
-        """Paths inside the output folder relative to it (short names in tables and logs)."""
-        try:
-            return str(p.resolve().relative_to(self.out))
-        except ValueError:
-            return str(p)
-
-    def rankkit(self, label: str, args: list[Any], outputs: list[Path], *, always: bool = False) -> float:
-        """``rankkit ARGS`` in the output folder unless all ``outputs`` exist; its wall seconds (0 if skipped)."""
-        argv = [self.path(a) if isinstance(a, Path) else str(a) for a in args]
-        line = shlex.join(["rankkit", *argv])
-        self.commands.append(line)
-        if not always and not self.args.force and outputs and all(p.exists() for p in outputs):
-            print(f"==> {label}: done already, skipped", file=sys.stderr)
-            return 0.0
-        print(f"==> {label}\n    $ {line}", file=sys.stderr)
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "rankkit", *argv], cwd=self.out, capture_output=True, text=True,
-                              check=False)
-        seconds = time.perf_counter() - started
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            raise SystemExit(f"documents.py: step failed ({label}), exit {done.returncode}:\n" + "\n".join(tail))
-        self.seconds[label] = self.seconds.get(label, 0.0) + seconds
-        return seconds
+def help_text(command: str) -> str:
+    """``rankkit COMMAND --help`` on one wide page (to see which options this rankkit has)."""
+    env = dict(os.environ, COLUMNS="400")
+    done = subprocess.run([sys.executable, "-m", "rankkit", command, "--help"], capture_output=True, text=True,
+                          env=env, check=False)
+    return done.stdout
 
 
 def fold_names(data: Path) -> list[str]:
@@ -159,29 +126,32 @@ def concatenate(parts: list[Path], target: Path) -> None:
     write_run(target, run, tag=target.stem)
 
 
-def timing_corpus(bench: Bench, run: Path, words: int) -> tuple[Path, Path, int]:
-    """The top ``--timing-depth`` documents of the first ``--timing-queries`` queries of ``run``, texts
-    repeated to at least ``words`` words (>= that many tokens, so every model sees its full passage count)."""
-    args = bench.args
-    folder = bench.out / "timing"
+def timing_corpus(args: argparse.Namespace, out: Path, data: Path, run: Path, words: int) -> tuple[Path, Path, int]:
+    """The top ``--timing-depth`` documents of the first ``--timing-queries`` queries of ``run``.
+
+    Texts are repeated to at least ``words`` words (>= that many tokens, so every model sees its
+    full passage count).
+    """
+    folder = out / "timing"
     ranked = read_run(run)
     qids = list(ranked)[: args.timing_queries]
     keep = {qid: dict(sorted(ranked[qid].items(), key=lambda kv: -kv[1])[: args.timing_depth]) for qid in qids}
     wanted = {d for docs in keep.values() for d in docs}
     with atomic_write(folder / "corpus.jsonl") as handle:
-        for doc in iter_corpus(bench.data / "corpus.jsonl"):
+        for doc in iter_corpus(data / "corpus.jsonl"):
             if doc.docid in wanted:
                 tokens = doc.contents.split()
                 text = " ".join((tokens * (words // max(len(tokens), 1) + 1))[: max(words, len(tokens))])
                 handle.write(json.dumps({"id": doc.docid, "contents": text}) + "\n")
     write_run(folder / "bm25.run", keep, tag="bm25")
-    topics = read_topics(bench.data / "folds" / f"{run.stem.split('.')[-1]}.topics.tsv")
+    topics = read_topics(data / "folds" / f"{run.stem.split('.')[-1]}.topics.tsv")
     write_topics(folder / "topics.tsv", {q: topics[q] for q in qids})
     return folder / "corpus.jsonl", folder / "bm25.run", len(qids)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Command line: see the module docstring."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT / "runs" / "time", help="prepare.py output (with folds/)")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-documents")
     parser.add_argument("--models", default=",".join(ALL_MODELS), help="comma-separated models (bm25 always runs)")
@@ -211,8 +181,9 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"documents.py: error: unknown model(s) {', '.join(unknown)}; known: {', '.join(ALL_MODELS)}")
 
-    bench = Bench(args)
-    out, data = bench.out, bench.data
+    bench = Steps(args.output, force=args.force, prog="documents.py")
+    out, data = bench.out, args.data.resolve()
+    rerank_help, train_help = help_text("rerank"), help_text("train")
     started = time.perf_counter()
     folds = fold_names(data)
     tests = folds[: args.folds] if args.folds else folds
@@ -260,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
 
     kd_runs: dict[str, Path] = {}
     if args.kd:
-        if "--teacher-checkpoint" not in bench.train_help:
+        if "--teacher-checkpoint" not in train_help:
             bench.notes.append("KD skipped: this rankkit's train has no --teacher-checkpoint/--alpha yet.")
         else:
             from rankkit.models.backbone import resolve_backbone
@@ -291,8 +262,9 @@ def main(argv: list[str] | None = None) -> None:
     timing: dict[str, dict[str, float]] = {}
     if args.timing:
         words = (args.timing_passages - 1) * args.stride + args.window
-        corpus, timing_run, queries = timing_corpus(bench, out / "runs" / f"bm25.fold-{tests[0]}.run", words)
-        override = "--max-passages" in bench.rerank_help
+        corpus, timing_run, queries = timing_corpus(args, out, data, out / "runs" / f"bm25.fold-{tests[0]}.run",
+                                                    words)
+        override = "--max-passages" in rerank_help
         if not override:
             bench.notes.append("rerank has no --max-passages: timed at the trained passage count "
                                f"({args.max_passages}), not {args.timing_passages}.")
@@ -301,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             model = args.kd_model if name.startswith(f"{args.kd_model}-L2") else name
             _, rerank_flags = model_flags(model, args)
-            if model == "matrank-split" and "--max-pieces" in bench.rerank_help:
+            if model == "matrank-split" and "--max-pieces" in rerank_help:
                 rerank_flags = [*rerank_flags, "--max-pieces", args.timing_passages]
             elif override and model not in ("firstp", "matrank", "matrank-split"):
                 rerank_flags = [*rerank_flags, "--max-passages", args.timing_passages]
@@ -311,31 +283,32 @@ def main(argv: list[str] | None = None) -> None:
                     "rerank", "--model", model, "--checkpoint", out / "checkpoints" / f"{name}.fold-{tests[0]}",
                     "--run", timing_run, "--topics", out / "timing" / "topics.tsv", "--corpus", corpus,
                     "--depth", depth, *rerank_flags, "--output", out / "timing" / f"{name}.d{depth}.run"], [],
-                    always=True))
+                    always=True).seconds or 0.0)
             documents = (args.timing_depth - 1) * queries
             timing[name] = {"ms_per_document": 1000 * (walls[1] - walls[0]) / documents, "documents": documents,
                             "wall_depth_1": walls[0], f"wall_depth_{args.timing_depth}": walls[1]}
 
     total = time.perf_counter() - started
     command = shlex.join(["python", "bench/documents.py", *(argv if argv is not None else sys.argv[1:])])
+    where = harness.machine()
     lines = [
-        f"# Long-document re-ranking on TIME, {len(tests)}-fold cross-validation "
-        f"({datetime.date.today()}, {platform.machine()}, {os.cpu_count()} CPUs)",
+        (f"# Long-document re-ranking on TIME, {len(tests)}-fold cross-validation "
+        f"({where['date']}, {harness.machine_line(where)})"),
         "",
         f"`{command}` — {total / 60:.1f} min in all.",
         "",
-        f"Budget: re-rank the BM25 top {args.depth} (of {args.k}); {args.max_steps} steps x {args.batch_size} groups "
+        (f"Budget: re-rank the BM25 top {args.depth} (of {args.k}); {args.max_steps} steps x {args.batch_size} groups "
         f"x {args.group_size} documents per training; windows of {args.window} tokens every {args.stride}, "
         f"at most {args.max_passages} passages; backbone {args.backbone or 'packaged all-MiniLM-L6-v2'}; seed {args.seed}. "
-        "Significance: paired randomization test, Holm-corrected.",
+        "Significance: paired randomization test, Holm-corrected."),
         "",
         "## Against BM25", "", reports["vs-bm25"].strip(), "",
     ]
     if "vs-maxp" in reports:
         lines += ["## Against MaxP", "", reports["vs-maxp"].strip(), ""]
     if "kd" in reports:
-        lines += [f"## Distillation ({args.kd_model}: 6-layer teacher, 2-layer student alone and with "
-                  "`--teacher-checkpoint --alpha 0.5`)", "", reports["kd"].strip(), ""]
+        lines += [(f"## Distillation ({args.kd_model}: 6-layer teacher, 2-layer student alone and with "
+                  "`--teacher-checkpoint --alpha 0.5`)"), "", reports["kd"].strip(), ""]
     if timing:
         lines += [f"## Speed ({args.timing_passages} passages per document where the model splits documents)", "",
                   "| model | ms / document | documents timed |", "| --- | --- | --- |"]
@@ -345,12 +318,11 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["", "## Commands", "", "```bash", *bench.commands, "```", ""]
     with atomic_write(out / "documents.md") as handle:
         handle.write("\n".join(lines))
-    with atomic_write(out / "commands.sh") as handle:
-        handle.write("#!/usr/bin/env bash\n# Run in " + str(out) + "\nset -euo pipefail\n" + "\n".join(bench.commands) + "\n")
-    with atomic_write(out / "documents.json") as handle:
-        json.dump({"command": command, "args": {k: str(v) for k, v in vars(args).items()}, "folds": tests,
-                   "seconds": bench.seconds, "total_seconds": total, "timing": timing, "notes": bench.notes}, handle,
-                  indent=1)
+    bench.write_commands(out / "commands.sh")
+    harness.save_json(out / "documents.json", {
+        "command": command, "args": {k: str(v) for k, v in vars(args).items()}, "folds": tests, "machine": where,
+        "seconds": bench.seconds, "peak_rss_mb": bench.peak_rss_mb, "total_seconds": total, "timing": timing,
+        "notes": bench.notes}, indent=1)
     print("\n".join(lines[: lines.index("## Commands")]))
     print(f"==> {out}/documents.md", file=sys.stderr)
 

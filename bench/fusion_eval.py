@@ -14,31 +14,31 @@ the same qrels, run and measures (median of ``--repeats`` cold processes).
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from _timing import median_seconds  # noqa: E402  (one timing helper for every bench script)
+from harness import ROOT, machine, machine_line, median_seconds
+
 SYSTEMS = ["BM25", "BM25_RM3", "D_BERT_KD_TASB", "OPEN_AI_ADA2", "SPLADE_P_P_ENSEMBLE_DISTIL"]
 
 
 def run_cli(cmd: list[str]) -> None:
+    """Run a command, output discarded, failing loudly."""
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def ranking_of(run: dict[str, dict[str, float]]) -> dict[str, list[str]]:
+    """Each query's docids in rankkit's order (score descending, ties by docid descending)."""
     from rankkit.formats import sort_ranking
 
     return {qid: [d for d, _ in sort_ranking(docs)] for qid, docs in run.items()}
 
 
 def main() -> None:
+    """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=ROOT / "examples" / "data" / "dl19")
     parser.add_argument("--repeats", type=int, default=5)
@@ -57,7 +57,7 @@ def main() -> None:
     def rankkit_rrf() -> dict[str, dict[str, float]]:
         return fuse([read_run(p) for p in run_paths], "rrf", rrf_k=60)
 
-    def ranx_rrf():
+    def ranx_rrf() -> Any:
         runs = [ranx.Run.from_file(str(p), kind="trec") for p in run_paths]
         return ranx.fuse(runs=runs, method="rrf", params={"k": 60})
 
@@ -106,31 +106,30 @@ def main() -> None:
     t_eval_all = median_seconds(lambda: run_cli(eval_all_cmd), args.repeats)
     t_irm_all = median_seconds(lambda: [run_cli(c) for c in irm_all], args.repeats)
 
-    today = datetime.date.today().isoformat()
-    machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}"
+    where = machine()
     lines = [
-        f"### Fusion and evaluation vs ranx / ir_measures ({today}; {machine})",
+        f"### Fusion and evaluation vs ranx / ir_measures ({where['date']}; {machine_line(where)})",
         "",
-        f"Command: `python bench/fusion_eval.py --repeats {args.repeats}`; data: the five DL19 top-100 runs "
-        f"({', '.join(SYSTEMS)}) and the DL19 qrels; medians of {args.repeats} repeats.",
+        (f"Command: `python bench/fusion_eval.py --repeats {args.repeats}`; data: the five DL19 top-100 runs "
+        f"({', '.join(SYSTEMS)}) and the DL19 qrels; medians of {args.repeats} repeats."),
         "",
         "| comparison | rankkit | peer | ratio (peer / rankkit) |",
         "| --- | --- | --- | --- |",
-        f"| RRF (k=60) of 5 runs, in process, files read included | {t_ours * 1000:.1f} ms | "
-        f"ranx.fuse {t_ranx * 1000:.1f} ms (warm, after numba compilation) | {t_ranx / t_ours:.2f}x |",
-        f"| `rankkit eval` vs `python -m ir_measures`, 1 run, 4 measures, whole process | {eval_times['rankkit eval']:.2f} s | "
-        f"{eval_times['ir_measures CLI']:.2f} s | {eval_times['ir_measures CLI'] / eval_times['rankkit eval']:.2f}x |",
-        f"| 5 runs side by side (one `rankkit eval` vs five `ir_measures` calls) | {t_eval_all:.2f} s | {t_irm_all:.2f} s | "
-        f"{t_irm_all / t_eval_all:.2f}x |",
+        (f"| RRF (k=60) of 5 runs, in process, files read included | {t_ours * 1000:.1f} ms | "
+        f"ranx.fuse {t_ranx * 1000:.1f} ms (warm, after numba compilation) | {t_ranx / t_ours:.2f}x |"),
+        (f"| `rankkit eval` vs `python -m ir_measures`, 1 run, 4 measures, whole process | {eval_times['rankkit eval']:.2f} s | "
+        f"{eval_times['ir_measures CLI']:.2f} s | {eval_times['ir_measures CLI'] / eval_times['rankkit eval']:.2f}x |"),
+        (f"| 5 runs side by side (one `rankkit eval` vs five `ir_measures` calls) | {t_eval_all:.2f} s | {t_irm_all:.2f} s | "
+        f"{t_irm_all / t_eval_all:.2f}x |"),
         "",
-        f"RRF of the {len(tie_free)} runs without tied scores ({', '.join(p.name for p in tie_free)}): "
+        (f"RRF of the {len(tie_free)} runs without tied scores ({', '.join(p.name for p in tie_free)}): "
         f"rankings identical to ranx on {identical_tf}/{n_queries_tf} queries, largest score difference "
         f"{max_score_diff_tf:.2e}. Of all five runs: {identical}/{n_queries} queries identical, largest score "
         f"difference {max_score_diff:.2e}; queries with tied scores per run: "
         f"{', '.join(f'{k} {v}' for k, v in ties.items())}. A tie has no defined rank: rankkit ranks ties "
         "the trec_eval way (docid descending), ranx in whatever order its sort leaves them, so the two "
         "differ exactly where some input has ties. "
-        f"`rankkit fuse --method rrf` as a command (process start included): {t_fuse_cli:.2f} s.",
+        f"`rankkit fuse --method rrf` as a command (process start included): {t_fuse_cli:.2f} s."),
         "",
     ]
     report = "\n".join(lines)

@@ -32,23 +32,17 @@ Each part writes ``results.md`` (table and reading) and ``commands.sh`` (the exa
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from _timing import median_seconds  # noqa: E402  (one timing helper for every bench script)
+import harness
+from harness import ROOT, Steps, median_seconds
 
-RANKKIT = str(Path(sys.executable).parent / "rankkit")
 MODELS = ("mono", "matrank-row", "matrank")
 
 #: Training settings: ``rankkit train`` options. ``bi``: frozen MiniLM features, head-sized lr,
@@ -72,37 +66,6 @@ LENGTHS = {
     "wikiqa": ["--max-query-length", "32", "--max-doc-length", "128"],
     "semeval": ["--max-query-length", "96", "--max-doc-length", "160"],
 }
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}"
-
-
-@dataclass
-class Recorder:
-    """Runs commands, keeps them (for commands.sh) with their wall time and outcome."""
-
-    commands: list[str] = field(default_factory=list)
-
-    def run(self, cmd: list[str], *, nice: bool = True) -> tuple[float, str | None]:
-        """``(seconds, None)`` on success, ``(seconds, last stderr line)`` on failure."""
-        full = (["nice", "-n", "10"] if nice else []) + cmd
-        self.commands.append(shlex.join(cmd))
-        start = time.perf_counter()
-        done = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        seconds = time.perf_counter() - start
-        if done.returncode != 0:
-            lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
-            self.commands[-1] += f"    # FAILED: {lines[-1]}"
-            return seconds, lines[-1]
-        return seconds, None
-
-    def reused(self, cmd: list[str]) -> None:
-        """A command whose output already existed (kept in commands.sh, not run again)."""
-        self.commands.append(shlex.join(cmd) + "    # output reused, not rerun")
-
-    def write(self, path: Path, header: str) -> None:
-        path.write_text(f"#!/bin/sh\n# {header}\n" + "\n".join(self.commands) + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -132,19 +95,18 @@ def checkpoint_steps(folder: Path) -> int | None:
 
 def task_bench(args: argparse.Namespace) -> None:
     """Train, re-rank and evaluate every (setting, model) on one prepared task."""
-    data, out = args.data, args.output
-    out.mkdir(parents=True, exist_ok=True)
-    rec = Recorder()
+    data = args.data
+    steps = Steps(args.output, force=args.force, nice=10, prog="rerank.py")
+    out = steps.out
     topics, corpus, qrels = data / "test.topics.tsv", data / "corpus.jsonl", data / "test.qrels.txt"
     candidates = data / "test.candidates.run"
-    rerank_common = ["--run", str(candidates), "--topics", str(topics), "--corpus", str(corpus),
-                     "--depth", "1000", "--device", "cpu"]
+    rerank_common: list[Any] = ["--run", candidates, "--topics", topics, "--corpus", corpus,
+                                "--depth", "1000", "--device", "cpu"]
     zero_shot = Row("`rerank --model repbert` (zero-shot MiniLM cosine)", "-", out / "repbert-zs.test.run")
-    zs_cmd = [RANKKIT, "rerank", "--model", "repbert", *rerank_common, "--output", str(zero_shot.run)]
-    if (args.force or not zero_shot.run.exists()) and not args.table_only:
-        zero_shot.rerank_s, zero_shot.error = rec.run(zs_cmd)
-    else:
-        rec.reused(zs_cmd)
+    done = steps.rankkit("rerank repbert zero-shot", ["rerank", "--model", "repbert", *rerank_common, "--output",
+                                                      zero_shot.run], [zero_shot.run], check=False,
+                         reuse=args.table_only)
+    zero_shot.rerank_s, zero_shot.error = done.seconds, done.error
     rows = [zero_shot]
     for setting in args.settings:
         for model in args.models:
@@ -154,38 +116,44 @@ def task_bench(args: argparse.Namespace) -> None:
             options = list(SETTINGS[setting])
             if args.max_steps is not None and "--max-steps" in options:
                 options[options.index("--max-steps") + 1] = str(args.max_steps)
-            train_cmd = [RANKKIT, "train", "--model", model, "--train", str(data / "train.groups.jsonl"),
-                         "--output", str(ck), *options, *LENGTHS[args.part], "--seed", str(args.seed),
-                         "--device", "cpu"]
             if args.table_only and not row.run.exists():
                 row.error = "not run"
                 continue
-            if args.force or not (ck / "rankkit.json").exists():
-                row.train_s, row.error = rec.run(train_cmd)
-            else:
-                rec.reused(train_cmd)
+            done = steps.rankkit(f"train {model} {setting}", [
+                "train", "--model", model, "--train", data / "train.groups.jsonl", "--output", ck, *options,
+                *LENGTHS[args.part], "--seed", str(args.seed), "--device", "cpu"], [ck / "rankkit.json"],
+                check=False, reuse=args.table_only)
+            row.train_s, row.error = done.seconds, done.error
             row.steps = checkpoint_steps(ck)
-            rerank_cmd = [RANKKIT, "rerank", "--model", model, "--checkpoint", str(ck), *rerank_common,
-                          "--output", str(row.run)]
-            if row.error is None and (args.force or not row.run.exists()):
-                row.rerank_s, row.error = rec.run(rerank_cmd)
-            elif row.error is None:
-                rec.reused(rerank_cmd)
-    done = [r for r in rows if r.error is None and r.run.exists()]
+            if row.error is None:
+                done = steps.rankkit(f"rerank {model} {setting}", [
+                    "rerank", "--model", model, "--checkpoint", ck, *rerank_common, "--output", row.run],
+                    [row.run], check=False, reuse=args.table_only)
+                row.rerank_s, row.error = done.seconds, done.error
+    ok = [r for r in rows if r.error is None and r.run.exists()]
     eval_json = out / "eval.json"
-    eval_cmd = [RANKKIT, "eval", "-m", "AP", "-m", "RR", "--qrels", str(qrels), "-b", str(zero_shot.run),
-                str(candidates), *[str(r.run) for r in done if r is not zero_shot]]
-    _, error = rec.run([*eval_cmd, "-f", "json", "-o", str(eval_json)], nice=False)
-    rec.run([*eval_cmd, "-f", "markdown", "-o", str(out / "eval.md")], nice=False)
-    scores = json.loads(eval_json.read_text(encoding="utf-8")) if error is None else {}
-    rec.write(out / "commands.sh", f"bench/rerank.py {args.part}, {datetime.date.today().isoformat()}")
-    (out / "results.md").write_text(task_table(args, rows, scores, candidates), encoding="utf-8")
-    print((out / "results.md").read_text(encoding="utf-8"))
+    eval_args: list[Any] = ["eval", "-m", "AP", "-m", "RR", "--qrels", qrels, "-b", zero_shot.run, candidates,
+                            *[r.run for r in ok if r is not zero_shot]]
+    done = steps.rankkit("eval", [*eval_args, "-f", "json", "-o", eval_json], always=True, check=False, nice=0)
+    steps.rankkit("eval (markdown)", [*eval_args, "-f", "markdown", "-o", out / "eval.md"], always=True,
+                  check=False, nice=0)
+    scores = json.loads(eval_json.read_text(encoding="utf-8")) if done.error is None else {}
+    steps.write_commands(out / "commands.sh", f"bench/rerank.py {args.part}, {harness.machine()['date']}")
+    by_path = {path: scores.get(steps.rel(path), {}) for path in [candidates, *(r.run for r in rows)]}
+    report = task_table(args, rows, by_path, candidates)
+    harness.write_text(out / "results.md", report)
+    print(report)
 
 
-def task_table(args: argparse.Namespace, rows: list[Row], scores: dict, candidates: Path) -> str:
+def task_table(args: argparse.Namespace, rows: list[Row], scores: dict[Path, dict[str, Any]],
+               candidates: Path) -> str:
+    """The task's markdown table: MAP/MRR (significance marked) and seconds per system.
+
+    ``scores``: ``rankkit eval``'s JSON entry of each run, keyed by the run's path.
+    """
+
     def cell(run: Path, measure: str) -> str:
-        entry = scores.get(str(run), {})
+        entry = scores.get(run, {})
         if measure not in entry:
             return "-"
         mark = "†" if entry.get("significance", {}).get(measure, {}).get("significant") else ""
@@ -194,8 +162,9 @@ def task_table(args: argparse.Namespace, rows: list[Row], scores: dict, candidat
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
 
+    where = harness.machine()
     lines = [
-        f"### {args.part}: re-ranking the test candidates ({datetime.date.today().isoformat()}; {machine()})",
+        f"### {args.part}: re-ranking the test candidates ({where['date']}; {harness.machine_line(where)})",
         "",
         "| system | setting | train s | steps | re-rank s | MAP | MRR |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -218,8 +187,8 @@ def task_table(args: argparse.Namespace, rows: list[Row], scores: dict, candidat
         "",
         *[f"* `{s}`: `{' '.join(SETTINGS[s])}`" for s in args.settings],
         "",
-        "Times are wall seconds on shared cores (other jobs running); `-` in `train s` / `re-rank s` = "
-        "output reused from an earlier invocation (see commands.sh).",
+        ("Times are wall seconds on shared cores (other jobs running); `-` in `train s` / `re-rank s` = "
+        "output reused from an earlier invocation (see commands.sh)."),
         "",
     ]
     return "\n".join(lines)
@@ -247,19 +216,12 @@ def dl19_pairs(data: Path, queries: int, depth: int) -> tuple[list[str], list[li
     return qs, cands
 
 
-def rss_mb(field: str) -> float:
-    """``VmRSS`` (current) or ``VmHWM`` (peak) resident memory of this process, in MB (Linux)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def head_probe(model_name: str, depth: int, repeats: int) -> None:
     """Child process: time the head of ``model_name`` on random ``h`` [depth, 384]; print JSON.
 
     Peak memory: torch tensors bypass Python's allocator, so tracemalloc cannot see ``S``; the
-    kernel's peak RSS is reset (``clear_refs`` 5) after loading the model and read after the head.
+    kernel's peak RSS is reset after loading the model (:func:`harness.reset_peak_rss`), so the
+    peak the parent reads for this process (:func:`harness.run_measured`) is the head's.
     """
     import torch
 
@@ -269,12 +231,11 @@ def head_probe(model_name: str, depth: int, repeats: int) -> None:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     model = get_model_class(model_name).for_training(None, {"encoder": "cross"}).eval()
     h = torch.randn(depth, model.pairs.dim)
-    Path("/proc/self/clear_refs").write_text("5")  # peak RSS := current RSS
-    before = rss_mb("VmRSS")
+    before = harness.reset_peak_rss()  # peak RSS := current RSS
     with torch.inference_mode():
         model.list_scores(h, None)  # warm-up (allocator, kernels)
         seconds = median_seconds(lambda: model.list_scores(h, None), repeats)
-    print(json.dumps({"seconds": seconds, "peak_rss_growth_mb": rss_mb("VmHWM") - before}))
+    print(json.dumps({"seconds": seconds, "rss_before_mb": before.rss_mb}))
 
 
 def throughput_bench(args: argparse.Namespace) -> None:
@@ -284,10 +245,9 @@ def throughput_bench(args: argparse.Namespace) -> None:
     from rankkit.models import backbone as bb
     from rankkit.models import get_model_class
 
-    out = args.output
-    out.mkdir(parents=True, exist_ok=True)
-    rec = Recorder()
-    rec.commands.append(shlex.join([sys.executable, *sys.argv]))
+    steps = Steps(args.output, prog="rerank.py")
+    out = steps.out
+    steps.commands.append(shlex.join([sys.executable, *sys.argv]))
     torch.manual_seed(0)
     queries, candidates = dl19_pairs(args.data, args.queries, args.depth)
     pairs = [(q, t) for q, texts in zip(queries, candidates) for t in texts]
@@ -306,12 +266,7 @@ def throughput_bench(args: argparse.Namespace) -> None:
     }
     for fn in timers.values():  # warm-up: first-call allocations and thread pools
         fn()
-    samples: dict[str, list[float]] = {name: [] for name in timers}
-    for _ in range(args.repeats):  # interleaved, so a load change on the shared cores hits all alike
-        for name, fn in timers.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
+    samples = harness.interleaved(timers, args.repeats)  # a load change on the shared cores hits all alike
     median = {name: statistics.median(v) for name, v in samples.items()}
     ce_name = "sentence-transformers `CrossEncoder.predict`"
     heads = {}
@@ -319,17 +274,22 @@ def throughput_bench(args: argparse.Namespace) -> None:
         for name in ("mono", "matrank"):
             cmd = [sys.executable, str(Path(__file__).resolve()), "_head", "--model", name,
                    "--head-depth", str(depth), "--repeats", str(args.repeats)]
-            rec.commands.append(shlex.join(cmd))
-            done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
-            heads[(name, depth)] = json.loads(done.stdout.strip().splitlines()[-1])
+            steps.commands.append(shlex.join(cmd))
+            done = harness.run_measured(cmd)
+            if not done.ok or done.peak_rss_mb is None:
+                raise SystemExit(f"rerank.py: head probe failed ({shlex.join(cmd)}):\n{done.tail()}")
+            probe = json.loads(done.stdout.strip().splitlines()[-1])
+            heads[(name, depth)] = {"seconds": probe["seconds"],
+                                    "peak_rss_growth_mb": done.peak_rss_mb - probe["rss_before_mb"]}
     per_pair = median["rankkit mono (`rerank_scores`)"] / len(pairs)
+    where = harness.machine(torch_threads=True)
     lines = [
-        f"### Throughput ({datetime.date.today().isoformat()}; {machine()}, torch threads {torch.get_num_threads()})",
+        f"### Throughput ({where['date']}; {harness.machine_line(where)})",
         "",
-        f"{len(pairs)} (query, passage) pairs: the first {len(queries)} DL19 queries x BM25 top {args.depth} "
+        (f"{len(pairs)} (query, passage) pairs: the first {len(queries)} DL19 queries x BM25 top {args.depth} "
         f"(examples/data/dl19); max length {max_length} tokens, batch size {args.batch_size}; untrained heads on "
         f"the packaged all-MiniLM-L6-v2 (CrossEncoder: same weights, `num_labels=1`); median of {args.repeats} "
-        "interleaved repeats after one warm-up, same process.",
+        "interleaved repeats after one warm-up, same process."),
         "",
         "| scorer | median s | pairs/s | rankkit / CrossEncoder |",
         "| --- | ---: | ---: | ---: |",
@@ -339,8 +299,8 @@ def throughput_bench(args: argparse.Namespace) -> None:
         lines.append(f"| {name} | {seconds:.2f} | {len(pairs) / seconds:.1f} | {ratio:.2f}x |")
     lines += [
         "",
-        "MatRank's head (Eqs. 2-8: row-blocked preference matrix, row/column means, Borda vote) against "
-        "`mono`'s linear head, on `h` of M candidates (fresh process each; peak RSS growth during the head):",
+        ("MatRank's head (Eqs. 2-8: row-blocked preference matrix, row/column means, Borda vote) against "
+        "`mono`'s linear head, on `h` of M candidates (fresh process each; peak RSS growth during the head):"),
         "",
         "| M | `mono` head s | `matrank` head s | peak RSS +MB mono / matrank | encoding M pairs (est.) s | overhead |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -352,12 +312,12 @@ def throughput_bench(args: argparse.Namespace) -> None:
             f"| {depth} | {mono['seconds']:.4f} | {mat['seconds']:.4f} | {mono['peak_rss_growth_mb']:.0f} / "
             f"{mat['peak_rss_growth_mb']:.0f} | {encode:.1f} | {100 * (mat['seconds'] - mono['seconds']) / encode:.1f}% |"
         )
-    lines += ["", "Encoding estimate = M x the `mono` seconds per pair above. Shared cores: other jobs "
-              "were running, so absolute numbers drift; the interleaving keeps the ratio fair.", ""]
-    rec.write(out / "commands.sh", f"bench/rerank.py throughput, {datetime.date.today().isoformat()}")
-    (out / "results.md").write_text("\n".join(lines), encoding="utf-8")
+    lines += ["", ("Encoding estimate = M x the `mono` seconds per pair above. Shared cores: other jobs "
+              "were running, so absolute numbers drift; the interleaving keeps the ratio fair."), ""]
+    steps.write_commands(out / "commands.sh", f"bench/rerank.py throughput, {where['date']}")
+    harness.write_text(out / "results.md", "\n".join(lines))
     record = {"samples": samples, "heads": {f"{k[0]}@{k[1]}": v for k, v in heads.items()}}
-    (out / "samples.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    harness.save_json(out / "samples.json", record)
     print("\n".join(lines))
 
 
@@ -374,82 +334,81 @@ def dl19_bench(args: argparse.Namespace) -> None:
     interpolation weight is the alpha whose ``fuse --method interpolate`` of the zero-shot bi-encoder and
     BM25 scores best on DL20 (nDCG@10); DL19 is only ever evaluated.
     """
-    out, dl19, dl20 = args.output, args.data, args.dl20
-    out.mkdir(parents=True, exist_ok=True)
-    rec = Recorder()
+    dl19, dl20 = args.data, args.dl20
+    steps = Steps(args.output, force=args.force, nice=10, prog="rerank.py")
+    out = steps.out
 
-    def step(cmd: list[str], target: Path) -> None:
-        if args.force or not target.exists():
-            _, error = rec.run(cmd)
-            if error is not None:
-                raise SystemExit(f"[bench] failed: {shlex.join(cmd)}: {error}")
-        else:
-            rec.reused(cmd)
+    def step(cmd: list[Any], target: Path) -> None:
+        """``rankkit CMD`` unless ``target`` exists (or --force); a failure stops the bench."""
+        name = target.parent.name if target.name.startswith("rankkit") else target.name  # checkpoint, index
+        steps.rankkit(f"{cmd[0]} {name}", cmd, [target])
 
     index = out / "index.dl20-pool"
-    step([RANKKIT, "index", "--kind", "bm25", "--corpus", str(dl20 / "passages.dl20-pool.tsv.gz"), "--index",
-          str(index), "--force"], index / "rankkit-index.json")
+    step(["index", "--kind", "bm25", "--corpus", dl20 / "passages.dl20-pool.tsv.gz", "--index",
+          index, "--force"], index / "rankkit-index.json")
     bm25_dl20 = out / "bm25.dl20-pool.run"
-    step([RANKKIT, "retrieve", "--model", "bm25", "--index", str(index), "--topics",
-          str(dl20 / "topics.dl20-judged.tsv"), "--k", "100", "--output", str(bm25_dl20)], bm25_dl20)
+    step(["retrieve", "--model", "bm25", "--index", index, "--topics",
+          dl20 / "topics.dl20-judged.tsv", "--k", "100", "--output", bm25_dl20], bm25_dl20)
     groups = out / "groups.dl20.jsonl"
-    step([RANKKIT, "mine", "--run", str(bm25_dl20), "--qrels", str(dl20 / "qrels.dl20-passage.txt"), "--topics",
-          str(dl20 / "topics.dl20-judged.tsv"), "--index", str(index), "--min-rel", "2", "--negatives", "30",
-          "--strategy", "random", "--seed", "0", "--output", str(groups)], groups)
+    step(["mine", "--run", bm25_dl20, "--qrels", dl20 / "qrels.dl20-passage.txt", "--topics",
+          dl20 / "topics.dl20-judged.tsv", "--index", index, "--min-rel", "2", "--negatives", "30",
+          "--strategy", "random", "--seed", "0", "--output", groups], groups)
     # alpha on DL20: zero-shot bi-encoder re-ranking of DL20's BM25 top-100, interpolated with BM25
     zs_dl20 = out / "repbert-zs.dl20.run"
-    step([RANKKIT, "rerank", "--model", "repbert", "--run", str(bm25_dl20), "--topics",
-          str(dl20 / "topics.dl20-judged.tsv"), "--index", str(index), "--depth", "100", "--output", str(zs_dl20),
+    step(["rerank", "--model", "repbert", "--run", bm25_dl20, "--topics",
+          dl20 / "topics.dl20-judged.tsv", "--index", index, "--depth", "100", "--output", zs_dl20,
           "--device", "cpu"], zs_dl20)
     tuned: dict[float, float] = {}
     for alpha in ALPHAS:
         fused = out / f"interp{alpha}.repbert-zs.dl20.run"
-        step([RANKKIT, "fuse", "--method", "interpolate", "--alpha", str(alpha), "--norm", "minmax", str(zs_dl20),
-              str(bm25_dl20), "--k", "100", "--output", str(fused)], fused)
+        step(["fuse", "--method", "interpolate", "--alpha", alpha, "--norm", "minmax", zs_dl20,
+              bm25_dl20, "--k", "100", "--output", fused], fused)
         score = out / f"interp{alpha}.dl20.json"
-        step([RANKKIT, "eval", "-m", "nDCG@10", "--qrels", str(dl20 / "qrels.dl20-passage.txt"), str(fused),
-              "-f", "json", "-o", str(score)], score)
+        step(["eval", "-m", "nDCG@10", "--qrels", dl20 / "qrels.dl20-passage.txt", fused,
+              "-f", "json", "-o", score], score)
         tuned[alpha] = float(next(iter(json.loads(score.read_text(encoding="utf-8")).values()))["nDCG@10"])
     alpha = max(tuned, key=lambda a: tuned[a])
 
     bm25_dl19 = dl19 / "runs" / "BM25.dl19.txt"
-    rerank_common = ["--run", str(bm25_dl19), "--topics", str(dl19 / "topics.dl19-passage.txt"), "--corpus",
-                     str(dl19 / "passages.dl19-pool.tsv.gz"), "--depth", "100", "--device", "cpu"]
+    rerank_common: list[Any] = ["--run", bm25_dl19, "--topics", dl19 / "topics.dl19-passage.txt", "--corpus",
+                                dl19 / "passages.dl19-pool.tsv.gz", "--depth", "100", "--device", "cpu"]
     systems: dict[str, Path] = {"BM25": bm25_dl19}
     zs = out / "repbert-zs.dl19.run"
-    step([RANKKIT, "rerank", "--model", "repbert", *rerank_common, "--output", str(zs)], zs)
+    step(["rerank", "--model", "repbert", *rerank_common, "--output", zs], zs)
     systems["zero-shot bi-encoder"] = zs
     for model in MODELS:
         ck = out / "ck" / f"{model}.bi-e5"
-        step([RANKKIT, "train", "--model", model, "--train", str(groups), "--output", str(ck), *DL19_SETTING,
+        step(["train", "--model", model, "--train", groups, "--output", ck, *DL19_SETTING,
               "--seed", str(args.seed), "--device", "cpu"], ck / "rankkit.json")
         run = out / f"{model}.bi-e5.dl19.run"
-        step([RANKKIT, "rerank", "--model", model, "--checkpoint", str(ck), *rerank_common, "--output", str(run)], run)
+        step(["rerank", "--model", model, "--checkpoint", ck, *rerank_common, "--output", run], run)
         systems[f"{model} --encoder bi"] = run
     for name, run in list(systems.items())[1:]:
         fused = out / f"interp{alpha}.{run.name}"
-        step([RANKKIT, "fuse", "--method", "interpolate", "--alpha", str(alpha), "--norm", "minmax", str(run),
-              str(bm25_dl19), "--k", "100", "--output", str(fused)], fused)
+        step(["fuse", "--method", "interpolate", "--alpha", alpha, "--norm", "minmax", run,
+              bm25_dl19, "--k", "100", "--output", fused], fused)
         systems[f"{name} + BM25 (alpha {alpha})"] = fused
     measures = ["-m", "nDCG@10", "-m", "RR(rel=2)@10", "-m", "AP(rel=2)@100"]
-    qrels = str(dl19 / "qrels.dl19-passage.txt")
-    runs = [str(r) for r in systems.values()]
-    rec.run([RANKKIT, "eval", *measures, "--qrels", qrels, *runs, "-b", str(bm25_dl19), "-f", "markdown",
-             "-o", str(out / "eval.vs-bm25.md")], nice=False)
-    rec.run([RANKKIT, "eval", *measures, "--qrels", qrels, *runs[2:], "-b", str(systems["mono --encoder bi"]),
-             "-f", "markdown", "-o", str(out / "eval.vs-mono.md")], nice=False)
-    rec.write(out / "commands.sh", f"bench/rerank.py dl19, {datetime.date.today().isoformat()}")
-    lines = [f"# DL19 BM25 top-100 re-ranking ({datetime.date.today().isoformat()}, {machine()})", "",
+    qrels = dl19 / "qrels.dl19-passage.txt"
+    runs = list(systems.values())
+    steps.rankkit("eval vs BM25", ["eval", *measures, "--qrels", qrels, *runs, "-b", bm25_dl19, "-f", "markdown",
+                                   "-o", out / "eval.vs-bm25.md"], always=True, nice=0)
+    steps.rankkit("eval vs mono", ["eval", *measures, "--qrels", qrels, *runs[2:], "-b", systems["mono --encoder bi"],
+                                   "-f", "markdown", "-o", out / "eval.vs-mono.md"], always=True, nice=0)
+    where = harness.machine()
+    steps.write_commands(out / "commands.sh", f"bench/rerank.py dl19, {where['date']}")
+    lines = [f"# DL19 BM25 top-100 re-ranking ({where['date']}, {harness.machine_line(where)})", "",
              "Systems: " + ", ".join(f"{k} = `{v.name}`" for k, v in systems.items()), "",
              "Interpolation weight tuned on DL20 (nDCG@10): " + ", ".join(f"{a}: {v:.4f}" for a, v in tuned.items()),
              f"-> alpha {alpha}", "", "## Significance against BM25", "",
              (out / "eval.vs-bm25.md").read_text(encoding="utf-8"), "", "## Significance against mono", "",
              (out / "eval.vs-mono.md").read_text(encoding="utf-8")]
-    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print((out / "results.md").read_text(encoding="utf-8"))
+    harness.write_text(out / "results.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def main() -> None:
+    """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("part", choices=("dl19", "wikiqa", "semeval", "throughput", "_head"))
     parser.add_argument("--data", type=Path, default=None,

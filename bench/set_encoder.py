@@ -28,9 +28,9 @@ would; a step whose outputs exist is skipped (a rerun continues an interrupted b
    ``--control-model`` re-ranks passages whose text starts with their first-stage rank
    (``rank 3: <passage>``), via per-query docids ``<docid>@<qid>`` in a derived corpus and run,
    mapped back before evaluation.
-4. ``memory``: peak resident memory (``ru_maxrss`` of a fresh process per measurement: tracemalloc
-   misses torch's allocations) and seconds to re-rank one DL19 query's 10 / 30 / 100 BM25
-   candidates in one forward pass, ``set-encoder`` vs ``mono`` (Python API:
+4. ``memory``: peak resident memory (of a fresh process per measurement, as bench/harness.py
+   measures it: tracemalloc misses torch's allocations) and seconds to re-rank one DL19 query's
+   10 / 30 / 100 BM25 candidates in one forward pass, ``set-encoder`` vs ``mono`` (Python API:
    ``load_model(...).rerank_scores``), median of ``--repeats`` processes per setting.
 
     python bench/set_encoder.py --output runs/bench-set-encoder
@@ -45,27 +45,29 @@ use their checkpoints. Default cost on 2 quiet CPU cores: see docs/SET_ENCODER.m
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import random
-import resource
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+import harness
+from harness import ROOT, Steps
 
-from rankkit.formats import (atomic_write, read_qrels, read_run, read_topics, sort_ranking,  # noqa: E402
-                             write_run, write_topics)
+from rankkit.formats import (
+    atomic_write,
+    read_qrels,
+    read_run,
+    read_topics,
+    sort_ranking,
+    write_run,
+    write_topics,
+)
 
 DL19 = ROOT / "examples" / "data" / "dl19"
 DL20 = ROOT / "examples" / "data" / "dl20"
@@ -78,46 +80,6 @@ ORDERS = ("bm25", "random", "ideal", "reverse-ideal")
 TOLERANCE = 1e-5
 #: Models of the DL19 table: name -> (rankkit model, checkpoint folder name).
 SYSTEMS = {"mono": "mono", "matrank": "matrank", "set-encoder-lce": "set-encoder", "set-encoder": "set-encoder"}
-
-
-@dataclass
-class Steps:
-    """Runs commands in the output folder (skipping finished ones), keeps them and their wall times."""
-
-    out: Path
-    force: bool
-    nice: int
-    commands: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def rel(self, p: Path) -> str:
-        """A path inside the output folder relative to it (short commands), others as given."""
-        try:
-            return str(p.resolve().relative_to(self.out))
-        except ValueError:
-            return str(p)
-
-    def rankkit(self, label: str, args: Sequence[Any], outputs: Sequence[Path], *, always: bool = False) -> float:
-        """``rankkit ARGS`` unless every path of ``outputs`` exists; its wall seconds (0 when skipped)."""
-        argv = [self.rel(a) if isinstance(a, Path) else str(a) for a in args]
-        line = shlex.join(["rankkit", *argv])
-        if not always and not self.force and outputs and all(p.exists() for p in outputs):
-            self.commands.append(line + "    # output reused")
-            print(f"==> {label}: done already, skipped", file=sys.stderr)
-            return 0.0
-        self.commands.append(line)
-        print(f"==> {label}\n    $ {line}", file=sys.stderr)
-        prefix = ["nice", "-n", str(self.nice)] if self.nice else []
-        started = time.perf_counter()
-        done = subprocess.run([*prefix, sys.executable, "-m", "rankkit", *argv], cwd=self.out, capture_output=True,
-                              text=True, check=False)
-        seconds = time.perf_counter() - started
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            raise SystemExit(f"set_encoder.py: step failed ({label}), exit {done.returncode}:\n" + "\n".join(tail))
-        self.seconds[label] = self.seconds.get(label, 0.0) + seconds
-        return seconds
 
 
 # -- 1. training -------------------------------------------------------------------------------
@@ -211,6 +173,7 @@ def evaluate(steps: Steps, label: str, qrels: Path, runs: Sequence[Path], measur
 
 def rerank(steps: Steps, label: str, model: str, checkpoint: Path, run: Path, topics: Path, corpus: Path,
            depth: int, output: Path) -> None:
+    """``rankkit rerank`` of ``run`` into ``output`` (skipped when it exists)."""
     steps.rankkit(label, ["rerank", "--model", model, "--checkpoint", checkpoint, "--run", run, "--topics", topics,
                           "--corpus", corpus, "--depth", depth, "--device", "cpu", "--tag", output.stem.split(".")[0],
                           "--output", output], [output])
@@ -329,21 +292,14 @@ def permutation_part(steps: Steps, args: argparse.Namespace, checkpoints: dict[s
 
 # -- 4. memory and time per query --------------------------------------------------------------
 
-def _status_kib(name: str) -> int:
-    """A ``/proc/self/status`` memory field (VmRSS, VmHWM) in KiB."""
-    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1])
-    raise SystemExit(f"set_encoder.py: error: no {name} in /proc/self/status")
-
-
 def probe(checkpoint: Path, group: Path, size: int) -> None:
     """Child process: re-rank one query's first ``size`` candidates in one forward pass; print JSON.
 
-    ``process_peak_mb`` is ``ru_maxrss``, the whole process's peak (model loading included, which
-    briefly holds the weights twice). ``pass_peak_mb`` is the peak during the pass alone: writing
-    ``5`` to ``/proc/self/clear_refs`` resets the kernel's high-water mark (VmHWM) to the current
-    resident set just before it, so the small settings are not hidden under the loading peak.
+    The peak resident memory is read by the parent (:func:`harness.run_measured`); the probe resets
+    its high-water mark just before the pass (:func:`harness.reset_peak_rss`), so that reading is
+    the pass's peak and the small settings are not hidden under the loading peak (which briefly
+    holds the weights twice). It prints the seconds of the pass, its resident set just before it
+    (``before_mb``) and the high-water mark the reset discarded (``loading_peak_mb``).
     """
     from rankkit.training.checkpoint import load_model
 
@@ -353,13 +309,11 @@ def probe(checkpoint: Path, group: Path, size: int) -> None:
         raise SystemExit(f"set_encoder.py: error: {group} has only {len(texts)} candidates, not {size}")
     model = load_model(checkpoint)
     model.rerank_scores([data["query"]], [texts[:1]], batch_size=1)  # first-call set-up, smaller than any setting
-    before = _status_kib("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5", encoding="utf-8")
+    reset = harness.reset_peak_rss()
     started = time.perf_counter()
     model.rerank_scores([data["query"]], [texts], batch_size=size)
     seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "pass_peak_mb": _status_kib("VmHWM") / 1024, "before_mb": before / 1024,
-                      "process_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"seconds": seconds, "before_mb": reset.rss_mb, "loading_peak_mb": reset.previous_peak_mb}))
 
 
 def memory_part(steps: Steps, args: argparse.Namespace, checkpoints: dict[str, Path]) -> dict[str, Any]:
@@ -379,7 +333,6 @@ def memory_part(steps: Steps, args: argparse.Namespace, checkpoints: dict[str, P
     with atomic_write(group) as handle:
         json.dump({"qid": qid, "query": texts_of[qid], "docids": docids,
                    "texts": [passages[d] for d in docids]}, handle)
-    prefix = ["nice", "-n", str(args.nice)] if args.nice else []
     samples: dict[str, list[dict[str, float]]] = {}
     for _ in range(args.repeats):  # interleaved, so a load change on shared cores hits every setting alike
         for n in args.memory_sizes:
@@ -387,31 +340,33 @@ def memory_part(steps: Steps, args: argparse.Namespace, checkpoints: dict[str, P
                 cmd = [sys.executable, str(Path(__file__).resolve()), "_probe", "--checkpoint",
                        str(checkpoints[label]), "--group", str(group), "--size", str(n)]
                 steps.commands.append(shlex.join(cmd))
-                done = subprocess.run([*prefix, *cmd], capture_output=True, text=True, check=False)
-                if done.returncode != 0:
+                done = harness.run_measured(cmd, nice=args.nice)
+                if not done.ok or done.peak_rss_mb is None:
                     raise SystemExit(f"set_encoder.py: memory probe failed:\n{done.stderr.strip()[-800:]}")
-                samples.setdefault(f"{label}@{n}", []).append(json.loads(done.stdout.strip().splitlines()[-1]))
+                probed = json.loads(done.stdout.strip().splitlines()[-1])
+                samples.setdefault(f"{label}@{n}", []).append({
+                    "seconds": probed["seconds"], "pass_peak_mb": done.peak_rss_mb, "before_mb": probed["before_mb"],
+                    "process_peak_mb": max(probed["loading_peak_mb"], done.peak_rss_mb)})
     median = {key: {k: statistics.median(s[k] for s in runs) for k in runs[0]} for key, runs in samples.items()}
     return {"qid": qid, "median": median, "samples": samples}
 
 
 # -- report ------------------------------------------------------------------------------------
 
-def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results: dict[str, Any], total: float) -> str:
-    import torch
-
+def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results: dict[str, Any], total: float,
+           where: dict[str, Any]) -> str:
+    """The markdown report: every part's tables, the step seconds and every command."""
     command = shlex.join(["python", "bench/set_encoder.py", *argv])
     lines = [
-        f"# Set-Encoder benchmark ({datetime.date.today()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"torch threads {torch.get_num_threads()})",
+        f"# Set-Encoder benchmark ({where['date']}, {harness.machine_line(where)})",
         "",
         f"`{command}` — {total / 60:.1f} min in all.",
         "",
-        f"Training: DL20 groups (BM25 top-100 of the DL20 pool, `mine --min-rel 2 --negatives 30 --strategy random`), "
+        (f"Training: DL20 groups (BM25 top-100 of the DL20 pool, `mine --min-rel 2 --negatives 30 --strategy random`), "
         f"{args.max_steps} steps x 2 groups x 8 passages, lr 3e-5, backbone "
         f"{args.backbone or 'packaged all-MiniLM-L6-v2'}, seed {args.seed}; first stage `--loss listwise-ce` "
         f"(matrank: `--loss {args.matrank_loss}`); `set-encoder` = stage 2 on the exported stage-1 encoder with "
-        "`--loss ranknet --teacher` SPLADE++ (DL20 run).",
+        "`--loss ranknet --teacher` SPLADE++ (DL20 run)."),
         "",
     ]
     if "dl19" in results:
@@ -422,9 +377,9 @@ def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results:
     if "permutation" in results:
         perm = results["permutation"]["ndcg10"]
         lines += [f"## Permutation invariance (§5.3): BM25 top {args.perm_depth} in four input orders", "",
-                  "nDCG@10 of the re-ranked run (`input order`: the order as given, not re-ranked); "
+                  ("nDCG@10 of the re-ranked run (`input order`: the order as given, not re-ranked); "
                   "`max |Δ score|`: the largest change of one (query, passage) score between input orders. "
-                  f"`control`: `{results['permutation']['control_model']}` on `rank R: <passage>`.", "",
+                  f"`control`: `{results['permutation']['control_model']}` on `rank R: <passage>`."), "",
                   "| model | " + " | ".join(ORDERS) + " | max \\|Δ score\\| |",
                   "| --- |" + " ---: |" * (len(ORDERS) + 1)]
         for label, row in perm.items():
@@ -434,10 +389,10 @@ def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results:
         lines.append("")
     if "memory" in results:
         med = results["memory"]["median"]
-        lines += [f"## Memory and time per query (DL19 query {results['memory']['qid']}, one forward pass, "
-                  f"median of {args.repeats} fresh processes)", "",
-                  "| candidates | set-encoder s | mono s | set-encoder pass peak MB (+growth) "
-                  "| mono pass peak MB (+growth) | set-encoder / mono process peak MB |",
+        lines += [(f"## Memory and time per query (DL19 query {results['memory']['qid']}, one forward pass, "
+                  f"median of {args.repeats} fresh processes)"), "",
+                  ("| candidates | set-encoder s | mono s | set-encoder pass peak MB (+growth) "
+                  "| mono pass peak MB (+growth) | set-encoder / mono process peak MB |"),
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
         for n in args.memory_sizes:
             s, m = med[f"set-encoder@{n}"], med[f"mono@{n}"]
@@ -445,10 +400,10 @@ def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results:
                          f"| {s['pass_peak_mb']:.0f} (+{s['pass_peak_mb'] - s['before_mb']:.0f}) "
                          f"| {m['pass_peak_mb']:.0f} (+{m['pass_peak_mb'] - m['before_mb']:.0f}) "
                          f"| {s['process_peak_mb']:.0f} / {m['process_peak_mb']:.0f} |")
-        lines += ["", "Pass peak: the resident high-water mark during the re-ranking call (VmHWM reset just before "
+        lines += ["", ("Pass peak: the resident high-water mark during the re-ranking call (VmHWM reset just before "
                   "it); +growth: over the resident set just before it (activations, tokenisation); process peak: "
-                  "`ru_maxrss` of the whole process, model loading included. `batch_size` = the candidate count, "
-                  "so each model encodes the whole group at once.", ""]
+                  "the whole process's, model loading included. `batch_size` = the candidate count, "
+                  "so each model encodes the whole group at once."), ""]
     lines += [f"Note: {n}" for n in steps.notes]
     lines += ["", "## Step seconds", "", *[f"* {k}: {v:.0f}" for k, v in steps.seconds.items()], ""]
     lines += ["## Commands", "", "```bash", *steps.commands, "```", ""]
@@ -456,6 +411,7 @@ def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results:
 
 
 def sizes(text: str) -> list[int]:
+    """argparse type: comma-separated positive candidate counts."""
     values = [int(v) for v in text.split(",") if v.strip()]
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected comma-separated positive sizes, got {text!r}")
@@ -463,6 +419,7 @@ def sizes(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: see the module docstring (``_probe`` is the memory part's child process)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_probe"]:
         inner = argparse.ArgumentParser(prog="set_encoder.py _probe")
@@ -474,7 +431,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-set-encoder")
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {', '.join(PARTS)}")
+    parser.add_argument("--parts", type=harness.step_list(PARTS), default=",".join(PARTS),
+                        help=f"comma-separated: {', '.join(PARTS)}")
     parser.add_argument("--dl19", type=Path, default=DL19, help="test data folder (topics, qrels, pool, runs/BM25)")
     parser.add_argument("--dl20", type=Path, default=DL20, help="training data folder (pool, topics, qrels)")
     parser.add_argument("--teacher", type=Path, default=TEACHER, help="stage-2 teacher run on the DL20 queries")
@@ -492,37 +450,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nice", type=int, default=10, help="niceness of every subprocess (0: none)")
     parser.add_argument("--force", action="store_true", help="redo finished steps")
     args = parser.parse_args(argv)
-    parts = [p for p in args.parts.split(",") if p]
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown:
-        parser.error(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(PARTS)}")
+    parts = args.parts
     for path in (args.dl19, args.dl20, args.teacher):
         if not path.exists():
             parser.error(f"no such file or folder: {path}")
     args.dl19, args.dl20, args.teacher = args.dl19.resolve(), args.dl20.resolve(), args.teacher.resolve()
 
-    out = args.output.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    steps = Steps(out, args.force, args.nice)
+    steps = Steps(args.output, force=args.force, nice=args.nice, prog="set_encoder.py")
+    out = steps.out
+    where = harness.machine(torch_threads=True)
     started = time.perf_counter()
     checkpoints = train_part(steps, args)  # every other part uses these (skipped when done)
     results: dict[str, Any] = {}
-    if "dl19" in parts:
-        results["dl19"] = dl19_part(steps, args, checkpoints)
-    if "permutation" in parts:
-        results["permutation"] = permutation_part(steps, args, checkpoints)
-    if "memory" in parts:
-        results["memory"] = memory_part(steps, args, checkpoints)
+
+    def save() -> None:  # after each part: an interrupted bench keeps what it measured
+        harness.save_json(out / "set_encoder.json", {
+            "args": {k: str(v) for k, v in vars(args).items()}, "machine": where, "seconds": steps.seconds,
+            "peak_rss_mb": steps.peak_rss_mb, "total_seconds": time.perf_counter() - started, "results": results,
+            "notes": steps.notes}, indent=1)
+
+    harness.run_steps([p for p in parts if p != "train"], {
+        "dl19": lambda _: dl19_part(steps, args, checkpoints),
+        "permutation": lambda _: permutation_part(steps, args, checkpoints),
+        "memory": lambda _: memory_part(steps, args, checkpoints),
+    }, results, save)
     total = time.perf_counter() - started
-    text = report(args, steps, argv, results, total)
+    text = report(args, steps, argv, results, total, where)
     with atomic_write(out / "set_encoder.md") as handle:
         handle.write(text)
-    with atomic_write(out / "commands.sh") as handle:
-        handle.write(f"#!/usr/bin/env bash\n# Run in {out}\nset -euo pipefail\n"
-                     + "\n".join(steps.commands) + "\n")
-    with atomic_write(out / "set_encoder.json") as handle:
-        json.dump({"args": {k: str(v) for k, v in vars(args).items()}, "seconds": steps.seconds, "total_seconds": total,
-                   "results": results, "notes": steps.notes}, handle, indent=1, default=str)
+    steps.write_commands(out / "commands.sh")
+    save()
     print(text[: text.index("## Step seconds")])
     print(f"==> {out}/set_encoder.md", file=sys.stderr)
     if results.get("permutation", {}).get("failed"):
