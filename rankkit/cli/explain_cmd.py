@@ -1,4 +1,5 @@
-"""``rankkit explain``: MatRank's preference matrix for one query as a heat map (paper 000, Figure 2)."""
+"""``rankkit explain``: MatRank's preference matrix for one query as a heat map (Luo et al., 2022, "MatRank: Text
+Re-ranking by Latent Preference Matrix", Figure 2)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def explain_command(
 
     from rankkit.docstore import open_docstore
     from rankkit.rerank.explain import explain_query, plot_explanation
-    from rankkit.training.checkpoint import load_for_inference
-    from rankkit.training.engine import pick_device
+    from rankkit.models.checkpoint import load_for_inference
+    from rankkit.devices import pick_device
 
     if model not in ("matrank", "matrank-row"):
         raise RankkitError(f"explain shows MatRank's matrix: --model matrank or matrank-row, not {model!r}")

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.model_options import rerank_settings, without_options
 from rankkit.errors import RankkitError
 
 
 @app.command("rerank")
+@without_options
 def rerank_command(
-    model: str = typer.Option(..., "--model", help="Any model of rankkit train: mono, matrank, matrank-row, set-encoder, maxp, firstp, sump, parade-*, matrank-split, repbert, densetrans."),
+    model: str = typer.Option(..., "--model", help="Any model of rankkit train (rankkit models lists them)."),
     checkpoint: Optional[Path] = typer.Option(
         None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
     ),
@@ -32,9 +34,7 @@ def rerank_command(
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Run tag [rankkit-MODEL]."),
-    max_passages: Optional[int] = typer.Option(
-        None, "--max-passages", help="Document models: passages (matrank-split: pieces) per document [as trained]."
-    ),
+    **model_options: Any,
 ) -> None:
     """Re-rank each query's top --depth candidates by query and passage text; the rest keep their order below.
 
@@ -43,8 +43,8 @@ def rerank_command(
     """
     from rankkit.docstore import open_docstore
     from rankkit.rerank import rerank_run
-    from rankkit.training.checkpoint import load_for_inference
-    from rankkit.training.engine import pick_device
+    from rankkit.models.checkpoint import load_for_inference
+    from rankkit.devices import pick_device
 
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
@@ -52,9 +52,12 @@ def rerank_command(
         raise RankkitError("--cache-dir applies to --corpus only")
     if depth < 1:
         raise RankkitError(f"--depth must be at least 1, got {depth}")
+    from rankkit.models import get_model_class
+
+    overrides = rerank_settings(get_model_class(model), model_options)
     ranker = load_for_inference(model, checkpoint)
-    if max_passages is not None:
-        ranker.set_max_passages(max_passages)
+    for name, value in overrides.items():
+        ranker.override(name, value)
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
                    max_length=max_length, device=pick_device(device), tag=tag)

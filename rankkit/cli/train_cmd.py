@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.model_options import model_settings, train_options, without_options
 from rankkit.errors import RankkitError
 
 
 @app.command("train")
+@without_options
 def train_command(
-    model: str = typer.Option(..., "--model", help="Model to train: repbert, densetrans, mono, matrank, matrank-row, set-encoder; long documents: maxp, firstp, sump, parade-max|avg|sum|attn|cnn|transformer, matrank-split."),
+    model: str = typer.Option(..., "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options)."),
     train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable."),
     output: Path = typer.Option(..., "--output", "-o", help="Checkpoint folder to write."),
     backbone: Optional[Path] = typer.Option(None, "--backbone", help="Local Hugging Face folder (default: packaged all-MiniLM-L6-v2)."),
@@ -22,13 +24,13 @@ def train_command(
     batch_size: int = typer.Option(32, "--batch-size", help="Groups per forward pass per process."),
     group_size: int = typer.Option(8, "--group-size", help="Candidates per group: 1 positive + N-1 sampled negatives."),
     grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches accumulated per optimiser step."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (default: model's, repbert 2e-5, densetrans 1e-4)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate [default: the model's, e.g. repbert 2e-5, densetrans 1e-4]."),
     warmup: float = typer.Option(0.1, "--warmup", help="Warm-up: fraction of the steps (<1) or a number of steps."),
     optimizer: str = typer.Option("adamw", "--optimizer", help="adamw or adafactor."),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="(default: repbert 0.01, densetrans 0)."),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="[default: the model's, e.g. repbert 0.01, densetrans 0]."),
     max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", help="Gradient clipping norm (0: off)."),
-    max_query_length: Optional[int] = typer.Option(None, "--max-query-length", help="(default: repbert 20, densetrans 30)."),
-    max_doc_length: Optional[int] = typer.Option(None, "--max-doc-length", help="(default: repbert 256, densetrans 30)."),
+    max_query_length: Optional[int] = typer.Option(None, "--max-query-length", help="Query tokens [default: the model's, e.g. repbert 20, densetrans 30]."),
+    max_doc_length: Optional[int] = typer.Option(None, "--max-doc-length", help="Document tokens [default: the model's, e.g. repbert 256, densetrans 30]."),
     seed: int = typer.Option(42, "--seed"),
     save_every: Optional[int] = typer.Option(None, "--save-every", help="Write a resumable step checkpoint every N steps."),
     keep_checkpoints: int = typer.Option(1, "--keep-checkpoints", help="Step checkpoints kept (0: all)."),
@@ -36,60 +38,26 @@ def train_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dev: list[Path] = typer.Option([], "--dev", help="Dev groups: MRR of the positive each epoch, best kept in OUTPUT/best."),
     dev_max_candidates: int = typer.Option(100, "--dev-max-candidates", help="Candidates scored per dev group."),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Model's own loss (default), or listwise-ce, ranknet, hinge, margin-mse, kl."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="Training objective [default: the model's]: listwise-ce, ranknet, hinge, margin-mse, kl for every model; multilabel-margin, softmax-ce for bi-encoders; matrank for the MatRank models."),
     teacher: Optional[Path] = typer.Option(None, "--teacher", help="Teacher run for ranknet/margin-mse/kl distillation."),
     teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint: ALPHA x own loss + (1 - ALPHA) x score MSE (PARADE Eq. 12)."),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="With --teacher-checkpoint: weight of the student's own loss, in [0, 1] (default: 0.5)."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
-    doc_segment_id: Optional[int] = typer.Option(None, "--doc-segment-id", help="repbert: segment id of documents (default: 1)."),
-    normalize: Optional[bool] = typer.Option(None, "--normalize/--inner-product", help="repbert: cosine or raw inner product (default: inner product)."),
-    no_top_dense: bool = typer.Option(False, "--no-top-dense", help="densetrans: -TopDense ablation."),
-    no_dense: bool = typer.Option(False, "--no-dense", help="densetrans: -AllDense ablation."),
-    concat_layers: bool = typer.Option(False, "--concat-layers", help="densetrans: +Concat ablation."),
-    scale: Optional[float] = typer.Option(None, "--scale", help="densetrans: cosine multiplier in the softmax (default: 1, Eq. 6)."),
-    embedding_init: Optional[str] = typer.Option(None, "--embedding-init", help="densetrans: backbone (MiniLM vectors) or random."),
-    d_model: Optional[int] = typer.Option(None, "--d-model", help="densetrans: token width (default: the backbone's 384; smaller = the table's principal components, a CPU-sized model)."),
-    ffn_multiplier: Optional[int] = typer.Option(None, "--ffn-multiplier", help="densetrans: feed-forward width / layer width (default: 4)."),
-    encoder: Optional[str] = typer.Option(None, "--encoder", help="mono/matrank/matrank-row: cross ([CLS] of the pair, default) or bi (frozen bi-encoder features)."),
-    freeze_encoder: Optional[bool] = typer.Option(None, "--freeze-encoder/--tune-encoder", help="mono/matrank: freeze the backbone (default: frozen for --encoder bi only)."),
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="mono/matrank/set-encoder/parade-cnn/matrank-split: head hidden width (default: mono cross 0 = linear, matrank cross 384, bi 256; parade-cnn, matrank-split: the encoder width)."),
-    window: Optional[int] = typer.Option(None, "--window", help="maxp/firstp/sump/parade-*: passage window in tokens (default: 225)."),
-    stride: Optional[int] = typer.Option(None, "--stride", help="maxp/sump/parade-*: tokens between window starts (default: 200)."),
-    max_passages: Optional[int] = typer.Option(None, "--max-passages", help="maxp/sump/parade-*: passages per document; first and last kept, rest sampled (default: 16)."),
-    piece_length: Optional[int] = typer.Option(None, "--piece-length", help="matrank-split: tokens per document piece (default: 128)."),
-    max_pieces: Optional[int] = typer.Option(None, "--max-pieces", help="matrank-split: pieces per document, from its start (default: 4)."),
+    **model_options: Any,
 ) -> None:
     """Train a model on training groups; writes a checkpoint folder with rankkit.json and train.log.
 
     Multi-process: torchrun --nproc_per_node N -m rankkit train ... (see docs/TRAINING.md).
+    The model options below are generated from each model's declared settings:
+    `rankkit train --model NAME --help` shows NAME's own options with their defaults.
     """
-    from rankkit.training.engine import TrainConfig
-    from rankkit.training.engine import train as run_training
+    from rankkit.models import get_model_class
+    from rankkit.training import TrainConfig
+    from rankkit.training import train as run_training
 
     if alpha is not None and teacher_checkpoint is None:
         raise RankkitError("--alpha weighs distillation from a teacher: it needs --teacher-checkpoint")
-
-    variants = [name for flag, name in ((no_top_dense, "no-top-dense"), (no_dense, "no-dense"),
-                                        (concat_layers, "concat")) if flag]
-    if len(variants) > 1:
-        raise RankkitError("--no-top-dense, --no-dense and --concat-layers are exclusive (one ablation at a time)")
-    options = {
-        "doc_segment_id": doc_segment_id,
-        "normalize": normalize,
-        "variant": variants[0] if variants else None,
-        "scale": scale,
-        "embedding_init": embedding_init,
-        "d_model": d_model,
-        "ffn_multiplier": ffn_multiplier,
-        "encoder": encoder,
-        "freeze_encoder": freeze_encoder,
-        "hidden": hidden,
-        "window": window,
-        "stride": stride,
-        "max_passages": max_passages,
-        "piece_length": piece_length,
-        "max_pieces": max_pieces,
-    }
+    options = model_settings(get_model_class(model), model_options, train_options())
     config = TrainConfig(
         model=model, train=list(train), output=output, backbone=backbone, epochs=epochs, max_steps=max_steps,
         batch_size=batch_size, group_size=group_size, grad_accum=grad_accum, lr=lr, warmup=warmup,

@@ -34,7 +34,7 @@ from rankkit.errors import RankkitError
 from rankkit.formats import atomic_write
 from rankkit.indexes import MANIFEST_NAME, new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
-from rankkit.training.checkpoint import load_for_inference
+from rankkit.models.checkpoint import load_for_inference
 
 INDEX_META = MANIFEST_NAME
 DENSE_KINDS = ("dense", "dense-shard")
@@ -245,7 +245,7 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
 
 def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None, device: str = "auto") -> BiEncoder:
     """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``), on ``device``."""
-    from rankkit.training.engine import pick_device
+    from rankkit.devices import pick_device
 
     model = load_for_inference(model_name, checkpoint)
     if not isinstance(model, BiEncoder):

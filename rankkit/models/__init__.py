@@ -1,42 +1,41 @@
-"""Trainable ranking models, looked up by name (``rankkit train --model NAME``).
+"""The model library: networks, their inputs, typed settings, checkpoint folders and losses.
 
-Adding a model = writing a :class:`~rankkit.models.base.RankingModel` subclass and registering it
-in :data:`MODELS`; the training engine, checkpoints and (for bi-encoders) dense indexes need no change.
+Nothing here imports training code (:mod:`rankkit.training`) or inference drivers. Families:
+:mod:`~rankkit.models.bi_encoders` (RepBERT, DenseTrans), :mod:`~rankkit.models.cross_encoders`
+(mono, MatRank, MatRank_row, Set-Encoder) and :mod:`~rankkit.models.documents` (MaxP, FirstP,
+SumP, PARADE, MatRank-Split). Adding a model is one file plus one :func:`register` line.
 """
 
 from __future__ import annotations
 
-from rankkit.errors import RankkitError
-from rankkit.models.base import BiEncoder, RankingModel
-from rankkit.models.densetrans import DenseTrans
-from rankkit.models.matrank import MatRank, MatRankRow
-from rankkit.models.matrank_split import MatRankSplit
-from rankkit.models.mono import Mono
-from rankkit.models.parade import ParadeAttn, ParadeAvg, ParadeCNN, ParadeMax, ParadeSum, ParadeTransformer
-from rankkit.models.passage_score import FirstP, MaxP, SumP
-from rankkit.models.repbert import RepBERT
-from rankkit.models.set_encoder import SetEncoder
+from rankkit.models.base import BiEncoder, RankingModel, TrainingDefaults
+from rankkit.models.bi_encoders.densetrans import DenseTrans
+from rankkit.models.bi_encoders.repbert import RepBERT
+from rankkit.models.config import ModelConfig, option
+from rankkit.models.cross_encoders.matrank import MatRank, MatRankRow
+from rankkit.models.cross_encoders.mono import Mono
+from rankkit.models.cross_encoders.set_encoder import SetEncoder
+from rankkit.models.documents.matrank_split import MatRankSplit
+from rankkit.models.documents.parade import ParadeAttn, ParadeAvg, ParadeCNN, ParadeMax, ParadeSum, ParadeTransformer
+from rankkit.models.documents.passage_score import FirstP, MaxP, SumP
+from rankkit.models.registry import MODELS, get_model_class, register
 
-MODELS: dict[str, type[RankingModel]] = {
-    RepBERT.name: RepBERT,
-    DenseTrans.name: DenseTrans,
-    Mono.name: Mono,
-    MatRank.name: MatRank,
-    MatRankRow.name: MatRankRow,
-    SetEncoder.name: SetEncoder,
-    # Long documents split into passages (docs/DOCUMENTS.md).
-    **{cls.name: cls for cls in (MaxP, FirstP, SumP, ParadeMax, ParadeAvg, ParadeSum, ParadeAttn, ParadeCNN,
-                                 ParadeTransformer, MatRankSplit)},
-}
+register(RepBERT)
+register(DenseTrans)
+register(Mono)
+register(MatRank)
+register(MatRankRow)
+register(SetEncoder)
+register(MaxP)
+register(FirstP)
+register(SumP)
+register(ParadeMax)
+register(ParadeAvg)
+register(ParadeSum)
+register(ParadeAttn)
+register(ParadeCNN)
+register(ParadeTransformer)
+register(MatRankSplit)
 
-
-def get_model_class(name: str) -> type[RankingModel]:
-    """The model class registered as ``name``; an unknown name lists the known ones."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise RankkitError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
-
-
-__all__ = ["MODELS", "BiEncoder", "DenseTrans", "MatRank", "MatRankRow", "Mono", "RankingModel", "RepBERT",
-           "SetEncoder", "get_model_class"]
+__all__ = ["MODELS", "BiEncoder", "DenseTrans", "MatRank", "MatRankRow", "MatRankSplit", "ModelConfig", "Mono",
+           "RankingModel", "RepBERT", "SetEncoder", "TrainingDefaults", "get_model_class", "option", "register"]

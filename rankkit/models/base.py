@@ -1,67 +1,78 @@
-"""The small interface every rankkit model implements, so the training engine never assumes a model family.
+"""The small interface every rankkit model implements, so training and inference never assume a model family.
 
-A model turns a :class:`~rankkit.training.batching.GroupBatch` (queries, each with S candidate
-texts, labels, a mask and optional teacher scores) into tensors (:meth:`RankingModel.prepare`),
-scores each group's candidates (:meth:`RankingModel.score`, ``[G, S]``) and returns a training loss
-(:meth:`RankingModel.forward`): its own native loss, or one of the group losses of
-:mod:`rankkit.training.losses` chosen with ``--loss``. Cross-encoders (mono, matrank, set-encoder,
-PARADE) implement just this; bi-encoders additionally implement :class:`BiEncoder`, which adds
-query/document encoding for dense indexes.
+A model turns a :class:`~rankkit.models.inputs.GroupBatch` (queries, each with S candidate texts,
+labels, a mask and optional teacher scores) into tensors (:meth:`RankingModel.prepare`) and
+returns a typed output holding each group's candidate scores (:meth:`RankingModel.forward`, a
+:class:`~rankkit.models.outputs.RankingOutput` or richer). The objective is apart: a
+:class:`~rankkit.models.losses.Loss` consumes the output and the trainer composes the two.
+Re-ranking calls :meth:`RankingModel.rerank_scores`; bi-encoders additionally implement
+:class:`BiEncoder`, which adds query/document encoding for dense indexes.
 
-Saving writes the model's own files (``config.json``, ``model.safetensors``, tokenizer files);
-:mod:`rankkit.training.checkpoint` adds ``rankkit.json`` and loads a folder back by model name.
+Settings are one typed dataclass per model (:attr:`RankingModel.config_class`,
+:mod:`rankkit.models.config`); saving writes the model's own files (``config.json``,
+``model.safetensors``, tokenizer files) and :mod:`rankkit.models.checkpoint` adds ``rankkit.json``
+and loads a folder back by model name.
 """
 
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from rankkit.errors import RankkitError
-from rankkit.training import batching
-from rankkit.training.batching import GroupBatch
-from rankkit.training.losses import GROUP_LOSSES, group_loss
+from rankkit.models.config import ModelConfig
+from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
+from rankkit.models.outputs import InBatchOutput, RankingOutput
+
+
+@dataclass(frozen=True)
+class TrainingDefaults:
+    """What ``rankkit train`` uses for this model when ``--loss``/``--lr``/``--weight-decay`` are not given."""
+
+    loss: str = "listwise-ce"
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, float] = (0.9, 0.999)
 
 
 class RankingModel(torch.nn.Module, abc.ABC):
     """A trainable ranker registered in :data:`rankkit.models.MODELS` under :attr:`name`."""
 
     name: ClassVar[str]
-    #: The loss used when ``--loss`` is not given, and the losses only this model implements.
-    default_loss: ClassVar[str]
-    native_losses: ClassVar[tuple[str, ...]] = ()
-    default_max_query_length: ClassVar[int] = 32
-    default_max_doc_length: ClassVar[int] = 256
-    #: Optimiser defaults used when ``--lr``/``--weight-decay`` are not given.
-    default_lr: ClassVar[float] = 2e-5
-    default_weight_decay: ClassVar[float] = 0.01
-    adam_betas: ClassVar[tuple[float, float]] = (0.9, 0.999)
-    #: Names of model options ``rankkit train`` may set (``--doc-segment-id``, ``--no-dense``, ...).
-    option_names: ClassVar[tuple[str, ...]] = ()
+    #: The model's typed settings (one dataclass; CLI options and rankkit.json come from it).
+    config_class: ClassVar[type[ModelConfig]] = ModelConfig
+    #: What :meth:`forward` returns; decides which losses the model can train with.
+    output_type: ClassVar[type[RankingOutput]] = RankingOutput
+    training_defaults: ClassVar[TrainingDefaults] = TrainingDefaults()
 
-    def __init__(self, hparams: Mapping[str, Any]) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        #: JSON-serialisable settings stored in rankkit.json and restored on load.
-        self.hparams: dict[str, Any] = dict(hparams)
-        self.loss_name: str = self.default_loss
+        #: The model's settings, recorded in rankkit.json and restored on load.
+        self.config = config
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (rankkit.json's ``hparams``)."""
+        return self.config.to_dict()
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
-    def for_training(cls, backbone: Path | None, options: Mapping[str, Any]) -> "RankingModel":
-        """A fresh model to train, from ``backbone`` (``None``: the packaged default) and options."""
+    def for_training(cls, backbone: Path | None, config: ModelConfig) -> "RankingModel":
+        """A fresh model to train, from ``backbone`` (``None``: the packaged default) and its settings."""
 
     @classmethod
     @abc.abstractmethod
-    def load(cls, folder: Path, hparams: Mapping[str, Any]) -> "RankingModel":
-        """Rebuild a model saved by :meth:`save` with the hyper-parameters from its rankkit.json."""
+    def load(cls, folder: Path, config: ModelConfig) -> "RankingModel":
+        """Rebuild a model saved by :meth:`save` with the settings from its rankkit.json."""
 
     @classmethod
-    def zero_shot(cls, backbone: Path | None, options: Mapping[str, Any] | None = None) -> "RankingModel":
+    def zero_shot(cls, backbone: Path | None, config: ModelConfig | None = None) -> "RankingModel":
         """The model usable without rankkit training (only some models have one)."""
         raise RankkitError(f"model {cls.name!r} has no zero-shot form: pass a checkpoint written by rankkit train")
 
@@ -70,37 +81,13 @@ class RankingModel(torch.nn.Module, abc.ABC):
         """Write config.json, model.safetensors and the tokenizer files into ``folder``."""
 
     # -- training -----------------------------------------------------------------------------
-    def set_loss(self, name: str | None) -> None:
-        """Select the training loss: ``None`` = :attr:`default_loss`."""
-        name = name or self.default_loss
-        if name not in self.native_losses and name not in GROUP_LOSSES:
-            known = sorted(set(self.native_losses) | set(GROUP_LOSSES))
-            raise RankkitError(f"model {self.name!r} cannot train with loss {name!r}; known: {', '.join(known)}")
-        self.loss_name = name
-
     @abc.abstractmethod
     def prepare(self, batch: GroupBatch) -> GroupBatch:
-        """Tokenise ``batch`` into ``batch.features`` (CPU tensors; the engine moves them)."""
+        """Tokenise ``batch`` into ``batch.features`` (CPU tensors; the caller moves them)."""
 
     @abc.abstractmethod
-    def score(self, batch: GroupBatch) -> torch.Tensor:
-        """Scores of each group's own candidates, ``[G, S]`` (masked slots: any value)."""
-
-    def native_loss(self, batch: GroupBatch) -> torch.Tensor:
-        """The model's own loss (models with :attr:`native_losses` override this)."""
-        # Reached only if a model lists native losses without overriding this: a bug in that model.
-        raise TypeError(f"{self.name} declares native losses but does not implement native_loss()")
-
-    def forward(self, batch: GroupBatch) -> torch.Tensor:  # type: ignore[override]
-        """The training loss of a prepared batch (``forward`` so DDP hooks see the computation)."""
-        if self.loss_name in self.native_losses:
-            return self.native_loss(batch)
-        return group_loss(self.loss_name, self.score(batch), batch.labels, batch.mask, batch.teacher)
-
-    def loss(self, batch: GroupBatch) -> torch.Tensor:
-        """The training loss of a prepared batch (same as calling the model; the engine calls the
-        DDP wrapper instead so gradients synchronise)."""
-        return self(batch)
+    def forward(self, batch: GroupBatch) -> RankingOutput:  # type: ignore[override]
+        """Scores of each group's own candidates (``[G, S]``; masked slots any value) of a prepared batch."""
 
     # -- inference ----------------------------------------------------------------------------
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
@@ -119,6 +106,15 @@ class RankingModel(torch.nn.Module, abc.ABC):
         """Inference-time passages per document (``rankkit rerank --max-passages``); document models override this."""
         raise RankkitError(f"--max-passages applies to document models only, not {self.name!r}")
 
+    def override(self, name: str, value: Any) -> None:
+        """Set an inference-time setting (a config field declared with ``rerank_flag``)."""
+        if name in ("max_passages", "max_pieces"):
+            self.set_max_passages(int(value))
+        elif hasattr(self.config, name):
+            setattr(self.config, name, value)
+        else:
+            raise RankkitError(f"model {self.name!r} has no setting {name!r}")
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -130,6 +126,8 @@ class BiEncoder(RankingModel):
     Cosine models (:attr:`normalized`) return unit vectors from :meth:`embed`, so the inner product
     is the score everywhere (training, faiss, search).
     """
+
+    output_type = InBatchOutput
 
     @property
     @abc.abstractmethod
@@ -162,36 +160,29 @@ class BiEncoder(RankingModel):
         _, texts, _ = batch.flat_documents()
         q = self.features(self.tokenize(batch.queries, is_query=True), is_query=True)
         d = self.features(self.tokenize(texts, is_query=False), is_query=False)
-        batch.features = {**{f"q_{k}": v for k, v in q.items()}, **{f"d_{k}": v for k, v in d.items()}}
+        batch.features = TextFeatures(queries=q, documents=d)
         return batch
 
-    def _embed_batch(self, batch: GroupBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        q = self.embed({k[2:]: v for k, v in batch.features.items() if k.startswith("q_")}, is_query=True)
-        d = self.embed({k[2:]: v for k, v in batch.features.items() if k.startswith("d_")}, is_query=False)
-        return q, d
-
-    def in_batch(self, batch: GroupBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """In-batch matrix ``[G, N]`` over the batch's N real candidates, with the positive mask
-        (document is a positive of the query, matched by docid) and each query's own positive column."""
-        q, d = self._embed_batch(batch)
-        scores = (q @ d.T) * self.similarity_scale
+    def forward(self, batch: GroupBatch) -> InBatchOutput:  # type: ignore[override]
+        """Each group's candidate scores and the in-batch matrix ``[G, N]`` over the batch's N real
+        candidates, with the positive mask (matched by docid) and each query's own positive column."""
+        features = batch.features
+        assert isinstance(features, TextFeatures), "prepare() the batch first"
+        q = self.embed(features.queries, is_query=True)
+        d = self.embed(features.documents, is_query=False)
+        in_batch = (q @ d.T) * self.similarity_scale
         docids, _, where = batch.flat_documents()
         positive = torch.tensor(
             [[docid in batch.positives[g] for docid in docids] for g in range(len(batch))],
-            dtype=torch.bool, device=scores.device,
+            dtype=torch.bool, device=in_batch.device,
         )
         column = {pos: j for j, pos in enumerate(where)}
-        target = torch.tensor([column[(g, 0)] for g in range(len(batch))], dtype=torch.long, device=scores.device)
-        return scores, positive, target
-
-    def score(self, batch: GroupBatch) -> torch.Tensor:
-        q, d = self._embed_batch(batch)
-        _, _, where = batch.flat_documents()
+        target = torch.tensor([column[(g, 0)] for g in range(len(batch))], dtype=torch.long, device=in_batch.device)
         g_index = torch.tensor([g for g, _ in where], dtype=torch.long, device=q.device)
         s_index = torch.tensor([s for _, s in where], dtype=torch.long, device=q.device)
         per_doc = (q[g_index] * d).sum(dim=1) * self.similarity_scale
-        scores = torch.zeros(batch.mask.shape, dtype=per_doc.dtype, device=q.device)
-        return scores.index_put((g_index, s_index), per_doc)
+        scores = torch.zeros(batch.mask.shape, dtype=per_doc.dtype, device=q.device).index_put((g_index, s_index), per_doc)
+        return InBatchOutput(scores=scores, in_batch=in_batch, positive=positive, target=target)
 
     def set_max_length(self, max_length: int) -> None:
         """Document length in tokens for re-ranking (bi-encoders with a ``max_doc_length``)."""
@@ -225,7 +216,7 @@ class BiEncoder(RankingModel):
         """
         self.eval()
         ids = self.tokenize(texts, is_query=is_query)
-        order = batching.length_order([len(x) for x in ids])
+        order = length_order([len(x) for x in ids])
         out = torch.empty((len(ids), self.dim), dtype=torch.float32)
         device = self.device
         for start in range(0, len(order), batch_size):

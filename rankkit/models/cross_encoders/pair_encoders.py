@@ -1,0 +1,164 @@
+"""Pair encoders of the candidate-list re-rankers: what turns (query, candidate) pairs into vectors ``h_i``.
+
+* ``cross`` (MatRank Eq. 1): ``h_i = encode_[CLS](q, t_i)``, the last-layer [CLS] vector of
+  ``[CLS] q [SEP] t_i [SEP]`` through the backbone (segment ids 0 for the query part, 1 for the
+  passage part), trained end to end;
+* ``bi`` (a documented CPU variant, not in the paper): the backbone encodes query and passage
+  separately (mean pooling, unit length, exactly the zero-shot sentence-transformers vectors) and
+  ``h_i = [q; t; q*t; |q-t|]``; the cosine ``q . t`` is also returned as a skip score. A frozen
+  encoder stays in eval mode and its vectors are cached in memory by token ids, so later epochs
+  cost only the head.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from rankkit.errors import RankkitError
+from rankkit.models.base import l2_normalize
+from rankkit.models.inputs import pad, tokenize
+from rankkit.models.pooling import cls_pool, mean_pool
+
+#: Cached ``bi`` vectors kept at most (a few hundred MB at 384 floats each).
+CACHE_LIMIT = 200_000
+
+
+class PairEncoder(nn.Module, abc.ABC):
+    """Builds ``h_i`` (and an optional skip score) for flat lists of (query, passage) pairs."""
+
+    dim: int
+
+    @abc.abstractmethod
+    def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        """CPU tensors for :meth:`forward`; ``queries[i]`` goes with ``texts[i]``."""
+
+    @abc.abstractmethod
+    def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(h [N, dim], skip [N] or None)`` for the pairs of ``features``."""
+
+    @abc.abstractmethod
+    def pair_lengths(self, queries: Sequence[str], texts: Sequence[str]) -> list[int]:
+        """A per-pair length used to sort pairs into batches with little padding."""
+
+
+class CrossPairEncoder(PairEncoder):
+    """MatRank Eq. 1: ``h_i = encode_[CLS](q, t_i)`` over ``[CLS] q [SEP] t_i [SEP]``."""
+
+    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.max_query_length = max_query_length
+        self.max_length = max_length
+        self.dim = int(encoder.config.hidden_size)
+        self._uses_segments = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+        if self.max_length < self.max_query_length + 4:
+            raise RankkitError(f"max length {max_length} leaves no room for the passage after a "
+                               f"{max_query_length}-token query")
+        # BERT's NSP pooler is unused ([CLS] of the last layer is taken raw); frozen so the saved
+        # checkpoint is complete and DDP does not wait for gradients that never come.
+        pooler = getattr(encoder, "pooler", None)
+        if isinstance(pooler, nn.Module):
+            pooler.requires_grad_(False)
+
+    def _ids(self, queries: Sequence[str], texts: Sequence[str]) -> list[tuple[list[int], int]]:
+        """Token ids of each pair and the length of its query part (``[CLS] q [SEP]``)."""
+        cls_id, sep_id = int(self.tokenizer.cls_token_id), int(self.tokenizer.sep_token_id)
+        unique = sorted(set(queries))
+        q_ids = dict(zip(unique, tokenize(self.tokenizer, unique, self.max_query_length,
+                                                   add_special_tokens=False)))
+        budget = self.max_length - 3
+        d_ids = tokenize(self.tokenizer, list(texts), budget, add_special_tokens=False)
+        out = []
+        for q, d in zip(queries, d_ids):
+            head = [cls_id, *q_ids[q], sep_id]
+            out.append((head + d[: self.max_length - len(head) - 1] + [sep_id], len(head)))
+        return out
+
+    def pair_lengths(self, queries: Sequence[str], texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids, _ in self._ids(queries, texts)]
+
+    def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        pairs = self._ids(queries, texts)
+        input_ids, attention = pad([ids for ids, _ in pairs], int(self.tokenizer.pad_token_id or 0))
+        feats = {"input_ids": input_ids, "attention_mask": attention}
+        if self._uses_segments:
+            segments = torch.zeros_like(input_ids)
+            for row, (ids, head) in enumerate(pairs):
+                segments[row, head: len(ids)] = 1  # passage tokens and the final [SEP]
+            feats["token_type_ids"] = segments
+        return feats
+
+    def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out = self.encoder(**features, return_dict=True)
+        return cls_pool(out.last_hidden_state), None
+
+
+class BiPairEncoder(PairEncoder):
+    """``h_i = [q; t; q*t; |q-t|]`` from separately encoded, mean-pooled unit vectors; skip = ``q . t``."""
+
+    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_doc_length: int,
+                 frozen: bool) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.max_query_length = max_query_length
+        self.max_length = max_doc_length
+        self.frozen = frozen
+        self.hidden = int(encoder.config.hidden_size)
+        self.dim = 4 * self.hidden
+        self._cache: dict[bytes, torch.Tensor] = {}
+        if frozen:
+            encoder.requires_grad_(False)
+            encoder.eval()
+
+    def train(self, mode: bool = True) -> "BiPairEncoder":
+        super().train(mode)
+        if self.frozen:
+            self.encoder.eval()  # a frozen encoder never uses dropout, so cached vectors stay valid
+        return self
+
+    def pair_lengths(self, queries: Sequence[str], texts: Sequence[str]) -> list[int]:
+        return [len(x) for x in tokenize(self.tokenizer, list(texts), self.max_length)]
+
+    def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        unique = sorted(set(queries))
+        where = {q: i for i, q in enumerate(unique)}
+        pad_id = int(self.tokenizer.pad_token_id or 0)
+        q_ids, q_mask = pad(tokenize(self.tokenizer, unique, self.max_query_length), pad_id)
+        d_ids, d_mask = pad(tokenize(self.tokenizer, list(texts), self.max_length), pad_id)
+        return {"q_input_ids": q_ids, "q_attention_mask": q_mask, "d_input_ids": d_ids,
+                "d_attention_mask": d_mask, "q_index": torch.tensor([where[q] for q in queries], dtype=torch.long)}
+
+    def _embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Unit mean-pooled vectors (segment ids 0, as all-MiniLM-L6-v2 was trained)."""
+        if not self.frozen:
+            out = self.encoder(input_ids=ids, attention_mask=mask, return_dict=True)
+            return l2_normalize(mean_pool(out.last_hidden_state, mask))
+        keys = [ids[r, : int(mask[r].sum())].cpu().numpy().tobytes() for r in range(ids.shape[0])]
+        todo = [r for r, k in enumerate(keys) if k not in self._cache]
+        if todo:
+            rows = torch.tensor(todo, dtype=torch.long, device=ids.device)
+            sub_mask = mask[rows]
+            width = int(sub_mask.sum(dim=1).max())
+            with torch.no_grad():
+                out = self.encoder(input_ids=ids[rows][:, :width], attention_mask=sub_mask[:, :width],
+                                   return_dict=True)
+                vectors = l2_normalize(mean_pool(out.last_hidden_state, sub_mask[:, :width])).float().cpu()
+            if len(self._cache) + len(todo) > CACHE_LIMIT:
+                self._cache.clear()
+            for r, v in zip(todo, vectors):
+                self._cache[keys[r]] = v
+        return torch.stack([self._cache[k] for k in keys]).to(ids.device)
+
+    def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        q = self._embed(features["q_input_ids"], features["q_attention_mask"])[features["q_index"]]
+        t = self._embed(features["d_input_ids"], features["d_attention_mask"])
+        h = torch.cat([q, t, q * t, (q - t).abs()], dim=-1)
+        return h, (q * t).sum(dim=-1)
+
+

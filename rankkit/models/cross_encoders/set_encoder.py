@@ -1,0 +1,279 @@
+"""``set-encoder``: the Set-Encoder re-ranker (Schlatt et al., 2024, "Set-Encoder: Permutation-Invariant
+Inter-Passage Attention for Listwise Passage Re-Ranking with Cross-Encoders", §3), a cross-encoder with inter-passage attention.
+
+Input (§3.1): each candidate ``p_i`` of a query ``q`` is its own sequence ``[CLS] q [SEP] p_i [SEP]``
+(:class:`~rankkit.models.cross_encoders.pair_encoders.CrossPairEncoder`'s tokenisation), positions starting at 0
+in every sequence, so nothing encodes the order of the candidates. All sequences of a query go
+through the encoder together, as one *set*.
+
+Inter-passage attention (§3.2): in every self-attention layer, the keys and values of sequence
+``i`` are its own tokens' with the [CLS] keys and values of every *other* sequence of the same
+query appended::
+
+    Attention(Q_i, K_i ⊕ K_{CLS,-i}, V_i ⊕ V_{CLS,-i})
+
+and nothing else: no token sees another sequence's non-[CLS] tokens, sequences of different queries
+in one batch never see each other, and padding (masked candidate slots, pad tokens) gets exactly
+zero weight. The score is a linear layer on the final [CLS] vector (:class:`~rankkit.models.cross_encoders.mono.Mono`'s
+head; ``--hidden N`` makes it an MLP). Because every sequence starts at position 0 and the appended
+[CLS] keys form an unordered set, the scores are permutation-invariant (§5.3).
+
+The encoder is any BERT-style Hugging Face model (the packaged MiniLM by default): each layer's
+``attention.self`` is replaced by :class:`InterPassageSelfAttention`, which keeps the original
+``query``/``key``/``value`` Linear modules (so checkpoints keep BERT's state-dict names) and computes
+attention with :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels on GPU, which
+is what makes groups of up to 100 candidates trainable, §4.1). The layers are driven by
+:class:`SetPairEncoder` (embeddings, then attention -> attention output -> feed-forward per layer),
+so the layout of the sets reaches the attention without going through transformers' mask code.
+
+Training uses LCE (``listwise-ce``) by default, as §4.4; ``--loss ranknet --teacher RUN`` is the
+paper's distillation stage (RankNet over every pair the teacher orders). Re-ranking scores each
+query's candidate list as one set; a list longer than :data:`MAX_SET_SIZE` is split into
+deterministic, order-independent sets (:func:`set_chunks`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Mapping, NamedTuple, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rankkit.errors import RankkitError
+from rankkit.models.config import ModelConfig, option
+from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
+from rankkit.models.cross_encoders.mono import Mono
+from rankkit.models.cross_encoders.pair_encoders import CrossPairEncoder
+from rankkit.models.inputs import GroupBatch, PairFeatures
+
+#: Most candidates scored together as one set at re-ranking time (the paper re-ranks top-100).
+MAX_SET_SIZE = 100
+
+
+class SetLayout(NamedTuple):
+    """Which keys each of N flat sequences may attend to (built by :func:`set_layout`).
+
+    ``members[n, s]`` is the flat row of slot ``s`` of sequence ``n``'s set (0 where the slot is
+    empty); ``attend`` ``[N, L + S]`` is True for the sequence's own real tokens and for the [CLS]
+    of every other real member of its set.
+    """
+
+    members: torch.Tensor
+    attend: torch.Tensor
+
+
+def set_layout(group: torch.Tensor, slot: torch.Tensor, token_mask: torch.Tensor) -> SetLayout:
+    """The attention layout of flat sequences: sequence ``n`` is slot ``slot[n]`` of set ``group[n]``.
+
+    ``token_mask`` ``[N, L]`` marks real tokens. Slots need not be contiguous (masked candidate
+    slots of a training group simply have no sequence).
+    """
+    n = group.shape[0]
+    sets = int(group.max()) + 1
+    width = int(slot.max()) + 1
+    table = torch.full((sets, width), -1, dtype=torch.long, device=group.device)
+    table[group, slot] = torch.arange(n, device=group.device)
+    if int((table >= 0).sum()) != n:
+        raise ValueError("two sequences share the same (set, slot) position")
+    members = table[group]  # [N, S]: the rows of each sequence's set
+    others = torch.arange(width, device=group.device).unsqueeze(0) != slot.unsqueeze(1)
+    attend = torch.cat([token_mask.bool(), (members >= 0) & others], dim=1)
+    return SetLayout(members.clamp(min=0), attend)
+
+
+class InterPassageSelfAttention(nn.Module):
+    """§3.2: a BERT self-attention whose keys/values are the sequence's own plus the other [CLS] ones.
+
+    Holds the original layer's ``query``, ``key`` and ``value`` projections under the same names.
+    """
+
+    def __init__(self, original: nn.Module, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.query: nn.Linear = original.query
+        self.key: nn.Linear = original.key
+        self.value: nn.Linear = original.value
+        self.num_heads = num_heads
+        self.head_dim = self.query.out_features // num_heads
+        self.dropout = dropout
+
+    def forward(self, hidden: torch.Tensor, layout: SetLayout) -> torch.Tensor:  # type: ignore[override]
+        """Context vectors ``[N, L, heads * head_dim]`` of ``hidden`` ``[N, L, H]`` under ``layout``."""
+        n, length, _ = hidden.shape
+        shape = (n, length, self.num_heads, self.head_dim)
+        q = self.query(hidden).view(shape).transpose(1, 2)  # [N, h, L, d]
+        k = self.key(hidden).view(shape).transpose(1, 2)
+        v = self.value(hidden).view(shape).transpose(1, 2)
+        # K_i ⊕ K_{CLS,-i}: the [CLS] (position 0) keys/values of the set's sequences, [N, h, S, d];
+        # the sequence's own [CLS] slot is masked out in layout.attend (it is already among its tokens).
+        k_cls = k[:, :, 0][layout.members].transpose(1, 2)
+        v_cls = v[:, :, 0][layout.members].transpose(1, 2)
+        keys = torch.cat([k, k_cls], dim=2)
+        values = torch.cat([v, v_cls], dim=2)
+        mask = layout.attend[:, None, None, :]  # the same keys for every token of a sequence
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                             dropout_p=self.dropout if self.training else 0.0)
+        return out.transpose(1, 2).reshape(n, length, self.num_heads * self.head_dim)
+
+
+def _bert_layers(encoder: Any) -> list[Any]:
+    """The transformer layers of a BERT-style encoder, or a clear error for any other architecture."""
+    config = encoder.config
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    ok = (
+        layers is not None and hasattr(encoder, "embeddings") and not config.is_decoder
+        and getattr(config, "position_embedding_type", "absolute") == "absolute"
+        and all(hasattr(layer, name) for layer in layers for name in ("attention", "intermediate", "output"))
+        and all(all(hasattr(layer.attention.self, p) for p in ("query", "key", "value"))
+                or isinstance(layer.attention.self, InterPassageSelfAttention) for layer in layers)
+    )
+    if not ok:
+        raise RankkitError(
+            f"the Set-Encoder needs a BERT-style encoder (BERT, MiniLM, ELECTRA, RoBERTa with absolute "
+            f"positions), not {type(encoder).__name__}")
+    return list(layers)
+
+
+class SetPairEncoder(CrossPairEncoder):
+    """Pair tokenisation of :class:`CrossPairEncoder`; the encoder runs with inter-passage attention.
+
+    :meth:`features` adds ``group`` (set index) and ``slot`` (position in the set) per pair.
+    """
+
+    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
+        super().__init__(encoder, tokenizer, max_query_length, max_length)
+        config = encoder.config
+        for layer in _bert_layers(encoder):
+            if not isinstance(layer.attention.self, InterPassageSelfAttention):
+                heads, dropout = int(config.num_attention_heads), float(config.attention_probs_dropout_prob)
+                layer.attention.self = InterPassageSelfAttention(layer.attention.self, heads, dropout)
+
+    def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        """Pairs with the same query text form one set, slots in input order (or :meth:`set_features`)."""
+        index: dict[str, int] = {}
+        group = [index.setdefault(q, len(index)) for q in queries]
+        seen = [0] * len(index)
+        slot = []
+        for g in group:
+            slot.append(seen[g])
+            seen[g] += 1
+        return self.set_features(queries, texts, group, slot)
+
+    def set_features(self, queries: Sequence[str], texts: Sequence[str], group: Sequence[int],
+                     slot: Sequence[int]) -> dict[str, torch.Tensor]:
+        """Pair tensors with an explicit set layout: pair ``i`` is slot ``slot[i]`` of set ``group[i]``."""
+        feats = super().features(queries, texts)
+        feats["group"] = torch.tensor(list(group), dtype=torch.long)
+        feats["slot"] = torch.tensor(list(slot), dtype=torch.long)
+        return feats
+
+    def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Final [CLS] vectors ``[N, H]`` of the pairs, every layer with inter-passage attention."""
+        if "group" not in features or "slot" not in features:
+            raise ValueError("Set-Encoder features need 'group' and 'slot' (see set_features())")
+        mask = features["attention_mask"]
+        layout = set_layout(features["group"], features["slot"], mask)
+        # No position_ids: each row is one sequence, so positions restart at 0 per sequence (§3.1).
+        hidden = self.encoder.embeddings(input_ids=features["input_ids"],
+                                         token_type_ids=features.get("token_type_ids"))
+        project = getattr(self.encoder, "embeddings_project", None)  # ELECTRA's embedding -> hidden width
+        if project is not None:
+            hidden = project(hidden)
+        for layer in self.encoder.encoder.layer:
+            attended = layer.attention.output(layer.attention.self(hidden, layout), hidden)
+            hidden = layer.output(layer.intermediate(attended), attended)
+        return hidden[:, 0], None
+
+
+def set_chunks(texts: Sequence[str], limit: int) -> list[list[int]]:
+    """Indices of ``texts`` split into sets of at most ``limit``, independent of the input order.
+
+    One set when ``len(texts) <= limit``. Otherwise the texts are ordered by a hash of their
+    content (BLAKE2b; ties by position, which only matters between identical texts) and dealt
+    round-robin into ``ceil(n / limit)`` sets, so the sets are deterministic, about equally large,
+    a mix of first-stage ranks, and a shuffled input gives the same sets of texts.
+    """
+    if limit < 1:
+        raise RankkitError(f"set size limit must be at least 1, got {limit}")
+    n = len(texts)
+    if n <= limit:
+        return [list(range(n))] if n else []
+    digests = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+    order = sorted(range(n), key=lambda i: (digests[i], i))
+    count = math.ceil(n / limit)
+    return [sorted(order[c::count]) for c in range(count)]
+
+
+@dataclass
+class SetEncoderConfig(CandidateListConfig):
+    """Only the head width is tunable: the encoder is always the cross encoder, trained end to end."""
+
+    encoder: Literal["cross", "bi"] = option("cross", help="always cross (§3.1)", cli=False)
+    freeze_encoder: bool | None = option(False, help="never frozen", cli=False)
+    hidden: int | None = option(None, minimum=0, paper="Set-Encoder §3 (a linear layer on [CLS])",
+                                help="head hidden width; 0 = the paper's linear layer on [CLS] [default: 0]")
+
+    def resolve(self) -> None:
+        if self.encoder != "cross" or self.freeze_encoder:
+            raise RankkitError("set-encoder trains its cross-encoder: no --encoder bi, no --freeze-encoder")
+        super().resolve()
+
+
+class SetEncoder(Mono):
+    """The Set-Encoder: Mono's linear [CLS] head on an encoder with inter-passage attention (§3)."""
+
+    name = "set-encoder"
+    config_class: ClassVar[type[ModelConfig]] = SetEncoderConfig
+    cross_pair_encoder = SetPairEncoder
+
+    def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:
+        super().__init__(encoder, tokenizer, config)
+        #: Candidates scored together at re-ranking time; longer lists are split by :func:`set_chunks`.
+        self.max_set_size = MAX_SET_SIZE
+
+    def prepare(self, batch: GroupBatch) -> GroupBatch:
+        """Pair tensors of the real candidates; each group is one set, its slots the batch's slots."""
+        _, texts, where = batch.flat_documents()
+        assert isinstance(self.pairs, SetPairEncoder)
+        feats = self.pairs.set_features([batch.queries[g] for g, _ in where], texts,
+                                        [g for g, _ in where], [s for _, s in where])
+        batch.features = PairFeatures(pairs=feats, where=torch.tensor(where, dtype=torch.long).reshape(-1, 2))
+        return batch
+
+    @torch.inference_mode()
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                      batch_size: int = 32) -> list[torch.Tensor]:
+        """Scores of each query's candidates, the list scored as one set (split by :func:`set_chunks`
+        beyond :attr:`max_set_size`). Whole sets are packed into forward passes of about
+        ``batch_size`` sequences (always at least one set); the packing never changes a score."""
+        self.eval()
+        assert isinstance(self.pairs, SetPairEncoder)
+        sets = [(i, chunk) for i, texts in enumerate(candidates)
+                for chunk in set_chunks(texts, self.max_set_size)]
+        out = [torch.empty(len(texts), dtype=torch.float64) for texts in candidates]
+        device = self.device
+        start = 0
+        while start < len(sets):
+            end, size = start, 0
+            while end < len(sets) and (end == start or size + len(sets[end][1]) <= batch_size):
+                size += len(sets[end][1])
+                end += 1
+            flat_q, flat_t, group, slot = [], [], [], []
+            for g, (i, chunk) in enumerate(sets[start:end]):
+                for s, j in enumerate(chunk):
+                    flat_q.append(queries[i])
+                    flat_t.append(candidates[i][j])
+                    group.append(g)
+                    slot.append(s)
+            feats = self.pairs.set_features(flat_q, flat_t, group, slot)
+            h, _ = self.pairs({k: v.to(device) for k, v in feats.items()})
+            scores = self.list_scores(h, None).double().cpu()
+            row = 0
+            for i, chunk in sets[start:end]:
+                out[i][torch.tensor(chunk, dtype=torch.long)] = scores[row:row + len(chunk)]
+                row += len(chunk)
+            start = end
+        return out

@@ -1,0 +1,138 @@
+"""What a model reads: collated training groups, tokenisation helpers and the typed feature bundles.
+
+A :class:`GroupBatch` holds G queries with S candidate slots each (slot 0 the sampled positive);
+:meth:`rankkit.models.base.RankingModel.prepare` tokenises it into ``batch.features``, one of the
+:class:`Features` dataclasses below, and the model's ``forward`` reads them back by attribute.
+The trainer (:mod:`rankkit.training.sampling`) builds batches; inference code builds them too
+(dev evaluation, distillation teachers), which is why they live with the models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Sequence
+
+import torch
+
+
+@dataclass
+class Features:
+    """Model input tensors; :meth:`to` moves every tensor (also inside dicts) to a device."""
+
+    def to(self, device: torch.device | str) -> "Features":
+        moved: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, torch.Tensor):
+                value = value.to(device)
+            elif isinstance(value, dict):
+                value = {k: v.to(device) for k, v in value.items()}
+            moved[f.name] = value
+        return replace(self, **moved)
+
+
+@dataclass
+class TextFeatures(Features):
+    """Separately encoded queries and documents (bi-encoders): padded tensors of each side."""
+
+    queries: dict[str, torch.Tensor]
+    documents: dict[str, torch.Tensor]
+
+
+@dataclass
+class PairFeatures(Features):
+    """One tensor row per (query, candidate) pair; ``where`` ``[N, 2]`` = its (group, slot)."""
+
+    pairs: dict[str, torch.Tensor]
+    where: torch.Tensor
+
+
+@dataclass
+class PassageFeatures(Features):
+    """One row per (query, passage) pair; ``slots`` ``[N, 3]`` = its (group, slot, passage)."""
+
+    pairs: dict[str, torch.Tensor]
+    slots: torch.Tensor
+
+
+@dataclass
+class GroupBatch:
+    """A collated batch of G groups with S candidate slots each (slot 0 is the sampled positive).
+
+    ``labels`` are graded relevance (the positive's label, at least 1; 0 for negatives), ``mask``
+    marks real candidates, ``positives`` holds every positive docid of each group (in-batch
+    matching is by docid), ``teacher`` optional teacher scores. ``features`` are the model's
+    tensors, filled by :meth:`rankkit.models.base.RankingModel.prepare`.
+    """
+
+    qids: list[str]
+    queries: list[str]
+    docids: list[list[str]]
+    texts: list[list[str]]
+    labels: torch.Tensor
+    mask: torch.Tensor
+    positives: list[frozenset[str]]
+    teacher: torch.Tensor | None = None
+    features: Features | None = field(default=None)
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+    @property
+    def group_size(self) -> int:
+        return int(self.mask.shape[1])
+
+    def to(self, device: torch.device | str) -> "GroupBatch":
+        """A copy with every tensor on ``device``."""
+        return replace(
+            self,
+            labels=self.labels.to(device),
+            mask=self.mask.to(device),
+            teacher=None if self.teacher is None else self.teacher.to(device),
+            features=None if self.features is None else self.features.to(device),
+        )
+
+    def flat_documents(self) -> tuple[list[str], list[str], list[tuple[int, int]]]:
+        """The unmasked candidates in row-major order: ``(docids, texts, (group, slot) positions)``."""
+        docids: list[str] = []
+        texts: list[str] = []
+        where: list[tuple[int, int]] = []
+        for g, row in enumerate(self.mask.tolist()):
+            for s, real in enumerate(row):
+                if real:
+                    docids.append(self.docids[g][s])
+                    texts.append(self.texts[g][s])
+                    where.append((g, s))
+        return docids, texts, where
+
+
+def length_order(lengths: Sequence[int]) -> list[int]:
+    """Indices sorted by length, longest first, ties in input order (so the result is deterministic).
+
+    Batching texts of similar length cuts padding; longest first makes an out-of-memory error
+    happen on the first batch instead of hours in.
+    """
+    return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+
+
+def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, *,
+             add_special_tokens: bool = True) -> list[list[int]]:
+    """Token ids of each text, truncated to ``max_length`` (special tokens included), unpadded."""
+    if not texts:
+        return []
+    encoded = tokenizer(
+        list(texts), add_special_tokens=add_special_tokens, truncation=True, max_length=max_length,
+        padding=False, return_attention_mask=False, return_token_type_ids=False,
+    )
+    return [list(ids) for ids in encoded["input_ids"]]
+
+
+def pad(ids: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists into ``(input_ids, attention_mask)`` tensors of the longest length."""
+    width = max((len(x) for x in ids), default=0)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, row in enumerate(ids):
+        input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        attention[i, : len(row)] = 1
+    return input_ids, attention

@@ -1,0 +1,35 @@
+"""The model registry: ``rankkit train --model NAME`` (and every other ``--model``) looks names up here.
+
+A model is one file (a :class:`~rankkit.models.base.RankingModel` subclass with its typed
+``config_class``) plus one :func:`register` line, in :mod:`rankkit.models` for the built-in models
+or anywhere else for a plug-in: the CLI's model options, checkpoints and dense indexes need no
+other change.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from rankkit.errors import RankkitError
+from rankkit.models.base import RankingModel
+
+M = TypeVar("M", bound=type[RankingModel])
+
+MODELS: dict[str, type[RankingModel]] = {}
+
+
+def register(cls: M) -> M:
+    """Register ``cls`` under ``cls.name`` (usable as a decorator); re-registering a name replaces it."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__name__} needs a class attribute 'name'")
+    MODELS[name] = cls
+    return cls
+
+
+def get_model_class(name: str) -> type[RankingModel]:
+    """The model class registered as ``name``; an unknown name lists the known ones."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise RankkitError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None

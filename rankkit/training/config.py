@@ -1,0 +1,67 @@
+"""What ``rankkit train`` accepts (:class:`TrainConfig`) and what the trainer reports back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``rankkit train`` accepts; ``None`` means the model's default.
+
+    ``model_options`` are the chosen model's own settings (names of its config dataclass,
+    :mod:`rankkit.models.config`); unset ones take the model's defaults.
+    """
+
+    model: str
+    train: list[Path]
+    output: Path
+    backbone: Path | None = None
+    epochs: int | None = None
+    max_steps: int | None = None
+    batch_size: int = 32
+    group_size: int = 8
+    grad_accum: int = 1
+    lr: float | None = None
+    warmup: float = 0.1
+    optimizer: str = "adamw"
+    weight_decay: float | None = None
+    max_grad_norm: float = 1.0
+    max_query_length: int | None = None
+    max_doc_length: int | None = None
+    seed: int = 42
+    save_every: int | None = None
+    keep_checkpoints: int = 1
+    resume: bool = False
+    device: str = "auto"
+    dev: list[Path] = field(default_factory=list)
+    dev_max_candidates: int = 100
+    loss: str | None = None
+    teacher: Path | None = None
+    #: Knowledge distillation from a rankkit checkpoint (PARADE Eq. 12, :mod:`rankkit.training.objective`).
+    teacher_checkpoint: Path | None = None
+    alpha: float = 0.5
+    log_every: int = 10
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepInfo:
+    """What callbacks see after each optimiser step."""
+
+    step: int
+    total_steps: int
+    epoch: int
+    loss: float
+    lr: float
+
+
+@dataclass
+class TrainResult:
+    """Where the model went and how training ended."""
+
+    output: Path
+    steps: int
+    metrics: dict[str, float]

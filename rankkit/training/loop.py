@@ -1,0 +1,275 @@
+"""The training loop shared by every model (``rankkit train``): a network composed with a loss.
+
+The loop knows no model family: :class:`~rankkit.training.sampling.MicroBatches` gives each step's
+collated groups, the model tokenises them (``prepare``), :class:`~rankkit.training.objective.TrainingObjective`
+runs the network and its :class:`~rankkit.models.losses.Loss`, and the pieces around it handle
+optimisation (:mod:`~rankkit.training.optim`), dev evaluation (:mod:`~rankkit.training.dev`), step
+checkpoints and exact resume (:mod:`~rankkit.training.resume`) and data parallelism
+(:mod:`~rankkit.training.distributed`).
+
+Batches and steps: ``batch_size`` groups per forward pass on one process; one optimiser step
+consumes ``batch_size * grad_accum * world_size`` groups (the global batch), an incomplete last
+global batch of an epoch is dropped. ``--resume`` skips consumed batches by arithmetic and
+continues exactly (RNG states restored from the step checkpoint); ``torchrun --nproc_per_node W``
+with ``--grad-accum A`` computes the same updates as one process with ``--grad-accum A*W``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from rankkit import __version__
+from rankkit.console import log, progress_bar, warn
+from rankkit.errors import RankkitError
+from rankkit.formats import TrainingGroup, read_groups, read_run
+from rankkit.models import RankingModel, get_model_class
+from rankkit.models.checkpoint import is_checkpoint, save_model
+from rankkit.models.losses import get_loss
+from rankkit.training import resume as rs
+from rankkit.training.config import StepInfo, TrainConfig, TrainResult
+from rankkit.training.dev import evaluate_groups
+from rankkit.training.distributed import Dist, init_distributed, params_digest
+from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective, check_alpha
+from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
+from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
+
+BEST = "best"
+
+
+def check_config(config: TrainConfig) -> type[RankingModel]:
+    """The model class, after checking the numeric settings and the model's own options."""
+    for name in ("batch_size", "group_size", "grad_accum", "log_every"):
+        if getattr(config, name) < 1:
+            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("keep_checkpoints",):
+        if getattr(config, name) < 0:
+            raise RankkitError(f"--{name.replace('_', '-')} must be at least 0")
+    for name in ("save_every", "epochs", "max_steps"):
+        if getattr(config, name) is not None and getattr(config, name) < 1:
+            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("lr", "weight_decay", "warmup", "max_grad_norm"):
+        value = getattr(config, name)
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise RankkitError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+    check_alpha(config.alpha)
+    cls = get_model_class(config.model)
+    own = {s.name for s in cls.config_class.model_options()}
+    unknown = sorted(k for k, v in config.model_options.items() if v is not None and k not in own)
+    if unknown:
+        flags = ", ".join(s.flag for s in cls.config_class.model_options()) or "none"
+        raise RankkitError(f"model {cls.name!r} has no option {', '.join('--' + u.replace('_', '-') for u in unknown)}; "
+                           f"its options: {flags}")
+    return cls
+
+
+def train(config: TrainConfig, callbacks: Sequence[Callable[[StepInfo], None]] = ()) -> TrainResult:
+    """Train ``config.model`` on the groups and write the checkpoint folder ``config.output``.
+
+    ``callbacks`` run after every optimiser step on every rank (progress hooks, tests).
+    """
+    cls = check_config(config)
+    dist = init_distributed(config.device)
+    try:
+        return Trainer(config, cls, dist).run(callbacks)
+    finally:
+        dist.close()
+
+
+class Trainer:
+    """One training run: set up in the constructor, then :meth:`run`."""
+
+    def __init__(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
+        self.config, self.dist, self.output = config, dist, Path(config.output)
+        self.resume_from = rs.check_output(self.output, config.resume, is_checkpoint(self.output))
+        self.groups, self.data = load_training_data(config.train)
+        self.dev_groups: list[TrainingGroup] = [g for path in config.dev for g in read_groups(path)]
+        teacher = None
+        if config.teacher is not None:
+            teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
+            teacher.check(self.groups)
+        self.batches = MicroBatches(self.groups, seed=config.seed, batch_size=config.batch_size,
+                                    group_size=config.group_size, grad_accum=config.grad_accum, rank=dist.rank,
+                                    world=dist.world_size, teacher=teacher)
+        self.global_batch = config.batch_size * config.grad_accum * dist.world_size
+        self.steps_per_epoch = self.batches.steps_per_epoch
+        if self.steps_per_epoch == 0:
+            raise RankkitError(
+                f"{len(self.groups)} training groups are fewer than one global batch of {self.global_batch} (batch "
+                f"size {config.batch_size} x grad-accum {config.grad_accum} x {dist.world_size} processes)")
+        self.total_steps = config.max_steps or (config.epochs or 1) * self.steps_per_epoch
+
+        seed_everything(config.seed)  # identical initial weights on every rank
+        settings = {**config.model_options, "max_query_length": config.max_query_length,
+                    "max_doc_length": config.max_doc_length}
+        model_config = cls.config_class.build(settings, cls.name)
+        model_config.backbone = None if config.backbone is None else str(config.backbone)
+        self.model = cls.for_training(config.backbone, model_config)
+        self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
+        if teacher is None and self.loss.needs_teacher:
+            raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
+        if teacher is not None and not self.loss.uses_teacher and dist.main:
+            warn(f"--teacher is ignored by --loss {self.loss.name} (only losses that read teacher scores use it)")
+        self.model.to(dist.device)
+        # Loaded after the student is built so the student's initial weights do not depend on it.
+        self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
+                                                                                   dist.device)
+        self.model.train()
+        defaults = cls.training_defaults
+        self.lr = config.lr if config.lr is not None else defaults.lr
+        self.weight_decay = config.weight_decay if config.weight_decay is not None else defaults.weight_decay
+        self.optimizer = build_optimizer(self.model, config.optimizer, self.lr, self.weight_decay, defaults.adam_betas)
+        self.warmup = warmup_steps(config.warmup, self.total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
+                                                           linear_schedule(self.warmup, self.total_steps))
+        self.step, self.best, self.metrics = 0, None, {}  # type: int, float | None, dict[str, float]
+        # Dropout differs per rank (like separate GPUs would), and is re-seeded deterministically.
+        torch.manual_seed(config.seed * 1000 + dist.rank)
+        self.resume_keys = {
+            "model": cls.name, "hparams": self.model.hparams, "loss": self.loss.name,
+            "data": [d["sha256"] for d in self.data], "batch_size": config.batch_size,
+            "group_size": config.group_size, "grad_accum": config.grad_accum, "world_size": dist.world_size,
+            "seed": config.seed, "total_steps": self.total_steps, "optimizer": config.optimizer,
+            **({} if config.teacher_checkpoint is None
+               else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha}),
+        }
+        if self.resume_from is not None:
+            self.restore(self.resume_from)
+        objective = (TrainingObjective(self.model, self.loss) if self.kd_teacher is None
+                     else DistillationObjective(self.model, self.loss, config.alpha))
+        self.objective: torch.nn.Module = objective
+        if dist.active:
+            self.objective = torch.nn.parallel.DistributedDataParallel(
+                objective, device_ids=[dist.device.index] if dist.device.type == "cuda" else None)
+
+    # -- state ----------------------------------------------------------------------------------
+    def restore(self, folder: Path) -> None:
+        """Continue from a step checkpoint: weights, optimiser, schedule, RNG, step, metrics."""
+        state, optim = rs.load_step_checkpoint(folder)
+        rs.check_resume_keys(folder, state.get("resume_keys"), self.resume_keys)
+        rs.load_step_weights(self.model, folder)
+        self.model.to(self.dist.device)
+        self.optimizer.load_state_dict(optim["optimizer"])
+        self.scheduler.load_state_dict(optim["scheduler"])
+        rng = optim["rng"]
+        rs.set_rng_state(rng[self.dist.rank] if len(rng) == self.dist.world_size else rng[0])
+        self.step, self.best = int(state["step"]), state.get("best_dev_mrr")
+        self.metrics = dict(state.get("metrics", {}))
+        if self.dist.main:
+            rs.truncate_log(self.output / rs.TRAIN_LOG, self.step)
+            log(f"resuming from {folder} at step {self.step}/{self.total_steps}")
+
+    def meta(self) -> dict[str, Any]:
+        """rankkit.json's training record."""
+        c = self.config
+        training = {
+            "backbone": None if c.backbone is None else str(c.backbone), "epochs": c.epochs,
+            "max_steps": c.max_steps, "total_steps": self.total_steps, "batch_size": c.batch_size,
+            "group_size": c.group_size, "grad_accum": c.grad_accum, "world_size": self.dist.world_size,
+            "global_batch": self.global_batch, "lr": self.lr, "warmup_steps": self.warmup,
+            "optimizer": c.optimizer, "weight_decay": self.weight_decay, "max_grad_norm": c.max_grad_norm,
+            "seed": c.seed, "loss": self.loss.name, "teacher": None if c.teacher is None else str(c.teacher),
+            "teacher_checkpoint": None if c.teacher_checkpoint is None else str(c.teacher_checkpoint),
+            "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
+        }
+        return {"training": training, "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
+                "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),
+                "rankkit_version": __version__}
+
+    def evaluate(self, epoch: int) -> None:
+        """Dev metrics (rank 0), logged; the best model so far is kept in ``OUTPUT/best``."""
+        if not self.dev_groups:
+            return
+        if self.dist.main:
+            c = self.config
+            # About as many documents per forward pass as a training micro-batch.
+            per_pass = max(1, c.batch_size * c.group_size // max(1, c.dev_max_candidates))
+            result = evaluate_groups(self.model, self.dev_groups, batch_size=per_pass,
+                                     max_candidates=c.dev_max_candidates, device=self.dist.device)
+            self.metrics.update(result)
+            rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "epoch": epoch, **result})
+            log(f"step {self.step}: dev MRR {result['dev_mrr']:.4f}")
+            if self.best is None or result["dev_mrr"] > self.best:
+                self.best = result["dev_mrr"]
+                self.metrics.update(best_dev_mrr=self.best, best_step=self.step)
+                save_model(self.model, self.output / BEST, self.meta())
+        self.dist.barrier()
+
+    def save_step(self) -> None:
+        rngs = self.dist.gather(rs.rng_state())
+        if self.dist.main:
+            state = {"step": self.step, "best_dev_mrr": self.best, "metrics": self.metrics,
+                     "resume_keys": self.resume_keys}
+            optim = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "rng": rngs}
+            rs.save_step_checkpoint(self.output, self.model, self.meta(), state, optim,
+                                    keep=self.config.keep_checkpoints)
+        self.dist.barrier()
+
+    # -- the loop -------------------------------------------------------------------------------
+    def train_step(self) -> float:
+        """One optimiser step over this rank's micro-batches; the loss averaged over processes."""
+        c, total = self.config, 0.0
+        for m, batch in enumerate(self.batches.at_step(self.step)):
+            batch = self.model.prepare(batch).to(self.dist.device)
+            sync = m == c.grad_accum - 1 or not self.dist.active
+            with (nullcontext() if sync else self.objective.no_sync()):  # type: ignore[operator]
+                teacher = None if self.kd_teacher is None else self.kd_teacher.scores(batch)
+                loss = self.objective(batch, teacher) / c.grad_accum
+                loss.backward()
+            total += float(loss.detach())
+        if not math.isfinite(total):
+            raise RankkitError(f"loss became {total} at step {self.step + 1}; lower --lr")
+        if c.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return self.dist.mean(total)
+
+    def run(self, callbacks: Sequence[Callable[[StepInfo], None]] = ()) -> TrainResult:
+        c, dist = self.config, self.dist
+        if dist.main:
+            self.output.mkdir(parents=True, exist_ok=True)
+            log(f"training {self.model.name} on {len(self.groups):,} groups: {self.total_steps:,} steps of "
+                f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
+                f"{self.warmup} steps, device {dist.device}" + (f", {dist.world_size} processes" if dist.active else "")
+                + (f", distilling from {c.teacher_checkpoint} (alpha {c.alpha:g})" if self.kd_teacher else ""))
+        running, started, start_step = 0.0, time.perf_counter(), self.step
+        with progress_bar("ex", transient=False) as bar:
+            task = bar.add_task("training", total=self.total_steps * self.global_batch,
+                                completed=self.step * self.global_batch, visible=dist.main)
+            while self.step < self.total_steps:
+                epoch = self.step // self.steps_per_epoch
+                lr_now = self.scheduler.get_last_lr()[0]
+                step_loss = self.train_step()
+                running = step_loss if self.step == start_step + 1 else 0.98 * running + 0.02 * step_loss
+                self.metrics["loss"] = step_loss
+                rate = (self.step - start_step) * self.global_batch / max(time.perf_counter() - started, 1e-9)
+                if dist.main:
+                    bar.update(task, advance=self.global_batch, description=f"training loss {running:.4f} lr {lr_now:.2e}")
+                    if self.step % c.log_every == 0 or self.step == self.total_steps:
+                        rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "epoch": epoch, "loss": step_loss,
+                                                                   "lr": lr_now, "examples_per_s": round(rate, 2)})
+                for callback in callbacks:
+                    callback(StepInfo(self.step, self.total_steps, epoch, step_loss, lr_now))
+                if self.step % self.steps_per_epoch == 0 or self.step == self.total_steps:
+                    self.evaluate(epoch)
+                if c.save_every is not None and self.step % c.save_every == 0 and self.step < self.total_steps:
+                    self.save_step()
+        digests = dist.gather(params_digest(self.model))
+        if dist.main:
+            if len(set(digests)) != 1:
+                raise RankkitError(f"replicas diverged: parameter digests {digests}")
+            save_model(self.model, self.output, self.meta())
+            rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "event": "done", "replica_digests": digests,
+                                                       "seconds": round(time.perf_counter() - started, 3)})
+            log(f"saved {self.model.name} to {self.output} ({self.step} steps, loss "
+                f"{self.metrics.get('loss', float('nan')):.4f})")
+        dist.barrier()
+        return TrainResult(self.output, self.step, dict(self.metrics))

@@ -1,0 +1,106 @@
+"""The trainer's objectives: a network composed with a loss, and knowledge distillation from a teacher checkpoint (Li, Yates, MacAvaney, He and Sun, 2023, "PARADE: Passage
+Representation Aggregation for Document Reranking", §6 "Distilling Knowledge", Eq. 12).
+
+``rankkit train ... --teacher-checkpoint CK --alpha A`` trains the student on::
+
+    L = A * L_student + (1 - A) * ||z^t - z^s||^2                               (Eq. 12)
+
+``L_student`` is the student's loss (its ``--loss``, or the model's default) and the second term
+the mean squared error between teacher and student scores over each group's *real* candidates
+(masked slots never count), averaged per group and then over groups. PARADE uses cross-entropy for
+``L_student``; any rankkit loss works here.
+
+The teacher is any rankkit checkpoint (:func:`rankkit.models.checkpoint.load_model`), frozen, in
+eval mode, and run under :func:`torch.no_grad` on the same sampled group as the student: it
+tokenises its own copy of the batch (teacher and student may use different tokenizers and input
+forms, e.g. a ``mono`` teacher for a ``repbert`` student).
+
+Unlike ``--teacher RUN`` (teacher *scores from a run file*, used by ranknet/margin-mse/kl), the
+teacher here is a model scoring exactly the candidates the student sees.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import torch
+
+from rankkit.errors import RankkitError
+from rankkit.models import RankingModel
+from rankkit.models.checkpoint import load_model
+from rankkit.models.inputs import GroupBatch
+from rankkit.models.losses import Loss
+
+
+def check_alpha(alpha: float) -> float:
+    """``alpha`` of Eq. 12, which must lie in [0, 1]."""
+    if not 0.0 <= alpha <= 1.0:
+        raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {alpha}")
+    return float(alpha)
+
+
+def distillation_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Eq. 12's ``||z^t - z^s||^2`` term: mean squared score difference over each group's real
+    candidates, then the mean over groups (``[G, S]`` scores, ``mask`` marks real slots)."""
+    weight = mask.to(student.dtype)
+    squared = (teacher.to(student.dtype) - student) ** 2 * weight
+    per_group = squared.sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+    return per_group.mean()
+
+
+class TrainingObjective(torch.nn.Module):
+    """A network composed with a loss: the module the trainer calls (and wraps in DDP).
+
+    ``forward`` runs the model once on a prepared batch and returns ``loss(output, batch)``.
+    """
+
+    def __init__(self, model: RankingModel, loss: Loss) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, batch: GroupBatch, teacher_scores: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        return self.loss(self.model(batch), batch)
+
+
+class Teacher:
+    """A frozen rankkit model that scores the student's sampled groups."""
+
+    def __init__(self, model: RankingModel, device: torch.device | str) -> None:
+        self.model = model.to(device)
+        self.model.eval()
+        self.model.requires_grad_(False)
+        self.device = torch.device(device)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], device: torch.device | str) -> "Teacher":
+        """The teacher saved in ``folder`` by ``rankkit train`` (any registered model)."""
+        return cls(load_model(folder), device)
+
+    @torch.no_grad()
+    def scores(self, batch: GroupBatch) -> torch.Tensor:
+        """Teacher scores ``[G, S]`` (float32, on the teacher's device) of ``batch``'s candidates.
+
+        The teacher prepares its own features on a copy of the batch, so the student's are untouched.
+        """
+        own = self.model.prepare(replace(batch, features=None)).to(self.device)
+        return self.model(own).scores.float()
+
+
+class DistillationObjective(TrainingObjective):
+    """Eq. 12 around a student: ``alpha * L_student + (1 - alpha) * MSE(teacher, student)``.
+
+    One student forward pass serves both terms (its output feeds the loss and the MSE).
+    """
+
+    def __init__(self, model: RankingModel, loss: Loss, alpha: float) -> None:
+        super().__init__(model, loss)
+        self.alpha = check_alpha(alpha)
+
+    def forward(self, batch: GroupBatch, teacher_scores: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        if teacher_scores is None:
+            raise ValueError("DistillationObjective needs the teacher's scores")
+        output = self.model(batch)
+        own = self.loss(output, batch) if self.alpha > 0 else output.scores.sum() * 0.0
+        return self.alpha * own + (1.0 - self.alpha) * distillation_mse(output.scores, teacher_scores, batch.mask)

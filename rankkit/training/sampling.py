@@ -1,0 +1,209 @@
+"""From training groups to batches: data files, data order, group sampling, collation, micro-batches.
+
+Everything random here is a pure function of ``(seed, epoch, group index)``, never of a global RNG,
+so a resumed run can skip the batches it already consumed and see exactly the same data as an
+uninterrupted one, and every DDP rank draws the same candidates for the same group.
+
+Group sampling (``group_size`` = S): slot 0 holds one positive drawn uniformly from the group's
+positives; slots 1..S-1 hold negatives drawn without replacement from the group's negatives. A
+group with fewer than S-1 negatives uses all of them and leaves the remaining slots *masked*
+(``mask`` False, empty text, never encoded or scored): nothing is duplicated, so no negative
+counts twice in a loss. Bi-encoders still see every other in-batch document as a negative.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from rankkit.errors import RankkitError
+from rankkit.formats import TrainingGroup, read_groups
+from rankkit.models.inputs import GroupBatch
+
+
+def epoch_order(num_groups: int, seed: int, epoch: int) -> np.ndarray:
+    """The shuffled order of groups in ``epoch``: a deterministic function of ``(seed, epoch)``."""
+    return np.random.default_rng([seed, epoch]).permutation(num_groups)
+
+
+def group_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The generator that samples group ``index``'s candidates in ``epoch``."""
+    return np.random.default_rng([seed, epoch, index, 1])
+
+
+@dataclass(frozen=True)
+class SampledGroup:
+    """One group's drawn candidates (slot 0 the positive); fewer than S when negatives run short."""
+
+    qid: str
+    query: str
+    docids: tuple[str, ...]
+    texts: tuple[str, ...]
+    labels: tuple[int, ...]
+    positives: frozenset[str]
+
+
+def sample_group(group: TrainingGroup, group_size: int, rng: np.random.Generator) -> SampledGroup:
+    """Draw 1 positive and up to ``group_size - 1`` negatives (without replacement) from ``group``."""
+    if group_size < 1:
+        raise RankkitError(f"group size must be at least 1, got {group_size}")
+    pos = group.pos[int(rng.integers(len(group.pos)))]
+    wanted = min(group_size - 1, len(group.neg))
+    picked = rng.choice(len(group.neg), size=wanted, replace=False) if wanted else []
+    negs = [group.neg[int(i)] for i in picked]
+    return SampledGroup(
+        group.qid,
+        group.query,
+        (pos.docid, *(n.docid for n in negs)),
+        (pos.text, *(n.text for n in negs)),
+        (max(pos.label, 1), *(0 for _ in negs)),
+        frozenset(p.docid for p in group.pos),
+    )
+
+
+def all_candidates(group: TrainingGroup, limit: int | None = None) -> SampledGroup:
+    """Every positive then every negative of ``group`` (first ``limit``), for dev evaluation."""
+    cands = list(group.pos) + list(group.neg)
+    if limit is not None:
+        cands = cands[:limit]
+    return SampledGroup(
+        group.qid,
+        group.query,
+        tuple(c.docid for c in cands),
+        tuple(c.text for c in cands),
+        tuple(max(c.label, 1) if i < len(group.pos) else 0 for i, c in enumerate(cands)),
+        frozenset(p.docid for p in group.pos),
+    )
+
+
+class TeacherScores:
+    """Teacher scores per (qid, docid) from a run; members absent from the run rank below all present ones.
+
+    An absent candidate gets ``min(query's teacher scores) - 1``, so it ranks below every scored
+    document of that query without inventing a scale far outside the teacher's.
+    """
+
+    def __init__(self, run: Mapping[str, Mapping[str, float]], source: str = "teacher run") -> None:
+        self.run = run
+        self.source = source
+        self.floor = {qid: (min(docs.values()) - 1.0 if docs else 0.0) for qid, docs in run.items()}
+
+    def check(self, groups: Sequence[TrainingGroup]) -> None:
+        """Every training query must appear in the teacher run (else distillation is meaningless)."""
+        missing = [g.qid for g in groups if g.qid not in self.run]
+        if missing:
+            raise RankkitError(
+                f"{self.source} has no scores for {len(missing)} of {len(groups)} training queries "
+                f"(first: {missing[0]!r}); the groups' qids must match the run's"
+            )
+
+    def scores(self, qid: str, docids: Iterable[str]) -> list[float]:
+        docs = self.run.get(qid, {})
+        floor = self.floor.get(qid, 0.0)
+        return [float(docs.get(d, floor)) for d in docids]
+
+
+def collate(sampled: Sequence[SampledGroup], group_size: int | None = None,
+            teacher: TeacherScores | None = None) -> GroupBatch:
+    """Stack sampled groups into a :class:`GroupBatch` of S slots (S = ``group_size`` or the longest)."""
+    if not sampled:
+        raise ValueError("cannot collate an empty batch")
+    width = group_size if group_size is not None else max(len(s.docids) for s in sampled)
+    g = len(sampled)
+    labels = torch.zeros((g, width), dtype=torch.float32)
+    mask = torch.zeros((g, width), dtype=torch.bool)
+    teach = torch.zeros((g, width), dtype=torch.float32) if teacher is not None else None
+    docids: list[list[str]] = []
+    texts: list[list[str]] = []
+    for i, s in enumerate(sampled):
+        n = len(s.docids)
+        docids.append(list(s.docids) + [""] * (width - n))
+        texts.append(list(s.texts) + [""] * (width - n))
+        labels[i, :n] = torch.tensor(s.labels, dtype=torch.float32)
+        mask[i, :n] = True
+        if teach is not None and teacher is not None:
+            teach[i, :n] = torch.tensor(teacher.scores(s.qid, s.docids), dtype=torch.float32)
+    return GroupBatch(
+        qids=[s.qid for s in sampled],
+        queries=[s.query for s in sampled],
+        docids=docids,
+        texts=texts,
+        labels=labels,
+        mask=mask,
+        positives=[s.positives for s in sampled],
+        teacher=teach,
+    )
+
+
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 of a file's bytes (streamed)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_training_data(paths: Sequence[Path]) -> tuple[list[TrainingGroup], list[dict[str, Any]]]:
+    """All groups of the ``--train`` files in order, with a fingerprint record per file."""
+    groups: list[TrainingGroup] = []
+    records: list[dict[str, Any]] = []
+    for path in paths:
+        loaded = read_groups(path)
+        groups.extend(loaded)
+        records.append({"path": str(path), "sha256": file_fingerprint(Path(path)), "groups": len(loaded)})
+    return groups, records
+
+
+def micro_batch_indices(order: np.ndarray, step_in_epoch: int, micro: int, dist_rank: int, world: int,
+                        batch_size: int, grad_accum: int) -> np.ndarray:
+    """Group indices of micro-batch ``micro`` of this rank at a step.
+
+    Global step ``t`` takes the ``t``-th slice of the epoch's permutation (``batch_size *
+    grad_accum * world`` groups) and splits it into micro-batches, micro-batch ``k = m * world +
+    rank`` going to ``rank`` at accumulation step ``m``: W processes with grad-accum A see exactly
+    the micro-batches of one process with grad-accum A*W.
+    """
+    global_batch = batch_size * grad_accum * world
+    k = micro * world + dist_rank
+    start = step_in_epoch * global_batch + k * batch_size
+    return order[start:start + batch_size]
+
+
+class MicroBatches:
+    """The sampled, collated micro-batches of any global step: a pure function of ``(seed, step)``."""
+
+    def __init__(self, groups: Sequence[TrainingGroup], *, seed: int, batch_size: int, group_size: int,
+                 grad_accum: int, rank: int, world: int, teacher: "TeacherScores | None") -> None:
+        self.groups = groups
+        self.seed = seed
+        self.batch_size = batch_size
+        self.group_size = group_size
+        self.grad_accum = grad_accum
+        self.rank = rank
+        self.world = world
+        self.teacher = teacher
+        self.steps_per_epoch = len(groups) // (batch_size * grad_accum * world)
+        self._order: tuple[int, np.ndarray] | None = None
+
+    def order(self, epoch: int) -> np.ndarray:
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, epoch_order(len(self.groups), self.seed, epoch))
+        return self._order[1]
+
+    def at_step(self, step: int) -> list[GroupBatch]:
+        """This rank's ``grad_accum`` micro-batches of global step ``step`` (0-based), unprepared."""
+        epoch, i = divmod(step, self.steps_per_epoch)
+        out = []
+        for m in range(self.grad_accum):
+            idx = micro_batch_indices(self.order(epoch), i, m, self.rank, self.world, self.batch_size,
+                                      self.grad_accum)
+            sampled = [sample_group(self.groups[j], self.group_size, group_rng(self.seed, epoch, int(j)))
+                       for j in idx]
+            out.append(collate(sampled, self.group_size, self.teacher))
+        return out
