@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import abc
-import hashlib
 from typing import Iterable, Literal
 
 from rankkit.errors import RankkitError
+from rankkit.formats.ids import docid_hash  # noqa: F401  (re-exported: docstores key their tables by it)
 
 Missing = Literal["error", "skip"]
 
@@ -19,11 +19,6 @@ class MissingDocumentsError(RankkitError):
         shown = ", ".join(repr(d) for d in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         super().__init__(f"{len(missing)} docid(s) not found in {source}: {shown}{more}")
-
-
-def docid_hash(docid: str) -> int:
-    """A stable 64-bit key for a docid (blake2b, so it does not depend on PYTHONHASHSEED)."""
-    return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 class DocStore(abc.ABC):

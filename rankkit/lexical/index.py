@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import threading
 import time
 from array import array
@@ -26,9 +25,10 @@ from typing import IO, Any
 import numpy as np
 
 from rankkit.console import log, progress_bar
-from rankkit.docstore.base import docid_hash
+from rankkit.formats.ids import docid_hash
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import PathLike
+from rankkit.formats._files import PathLike, staging_dir
+from rankkit.formats._files import remove_tree as _remove_tree
 from rankkit.formats.corpus import iter_corpus
 from rankkit.lexical import java
 from rankkit.indexes import MANIFEST_NAME, is_empty_dir, new_manifest, write_manifest
@@ -200,11 +200,7 @@ def remove_tree(folder: Path, attempts: int = 100) -> None:
     After an interrupt the Java indexing thread keeps running for a moment; a single rmtree can
     race with a file it creates. Once the folder is gone, its writes fail and it stops.
     """
-    for _ in range(attempts):
-        shutil.rmtree(folder, ignore_errors=True)
-        if not folder.exists():
-            return
-        time.sleep(0.02)
+    _remove_tree(folder, attempts)
 
 
 def _version(package: str) -> str | None:
@@ -229,14 +225,14 @@ def build_bm25_index(
     if corpus.is_dir():
         raise InputError(corpus, None, "is a directory, expected a corpus file")
     check_target(index_dir, force)
-    threads = threads or default_threads()
+    # 0 is refused, not read as "all cores": only None (option not given) means the default.
+    threads = default_threads() if threads is None else threads
     if threads < 1:
         raise RankkitError(f"--threads must be at least 1, got {threads}")
     java.start_jvm()  # fail fast (one line) before reading a large corpus
-    parent = index_dir.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.building-", dir=parent))
-    try:
+    # The staging folder carries rankkit's temporary mark and a lock: a build killed with SIGKILL
+    # leaves it behind, and the next build of the same index removes it.
+    with staging_dir(index_dir.resolve()) as staging:
         collection = staging / "collection"
         collection.mkdir()
         started = time.perf_counter()
@@ -270,8 +266,6 @@ def build_bm25_index(
                 index_dir, staging / "replaced"
             )  # checked above: empty, or a rankkit index with --force
         os.replace(built, index_dir)
-    finally:
-        remove_tree(staging)
     return IndexReport(
         index_dir,
         documents,

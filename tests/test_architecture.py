@@ -1,0 +1,119 @@
+"""The import contracts of docs/ARCHITECTURE.md: every arrow points down, no cycles between packages.
+
+Walks every ``import`` statement of ``rankkit/`` (function-level ones too) with :mod:`ast`, so a
+lazy import that breaks the layering fails here as much as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "rankkit"
+
+#: Bottom to top; a unit may import its own layer's other units only where listed as allowed below.
+LAYERS: list[tuple[str, ...]] = [
+    ("rankkit", "rankkit.errors", "rankkit.console", "rankkit.devices"),
+    ("rankkit.formats",),
+    ("rankkit.evaluation", "rankkit.fusion", "rankkit.indexes", "rankkit.datasets"),
+    ("rankkit.lexical",),
+    ("rankkit.docstore",),
+    ("rankkit.models",),
+    ("rankkit.dense", "rankkit.rerank"),
+    ("rankkit.training",),
+    ("rankkit.doctor",),
+    ("rankkit.cli", "rankkit.__main__"),
+]
+#: Units that must never import another unit (beyond the layer rule).
+FORBIDDEN = {
+    "rankkit.models": ("rankkit.training", "rankkit.dense", "rankkit.rerank", "rankkit.cli"),
+    "rankkit.dense": ("rankkit.training", "rankkit.rerank"),
+    "rankkit.rerank": ("rankkit.training", "rankkit.dense"),
+    "rankkit.evaluation": ("rankkit.fusion", "rankkit.models"),
+    "rankkit.fusion": ("rankkit.evaluation", "rankkit.models"),
+}
+LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def unit_of(module: str) -> str:
+    """The layered unit a module belongs to: its top-level package or module under rankkit."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else "rankkit"
+
+
+def imports() -> list[tuple[str, str, int]]:
+    """``(importer module, imported rankkit module, line)`` for every import in the package."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    targets = [".".join(base + ([node.module] if node.module else []))]
+                else:
+                    targets = [node.module or ""]
+            else:
+                continue
+            found += [(name, t, node.lineno) for t in targets if t == "rankkit" or t.startswith("rankkit.")]
+    return found
+
+
+IMPORTS = imports()
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {unit_of(module_name(p)) for p in ROOT.rglob("*.py")}
+    assert units <= set(LAYER_OF), f"give these a layer in LAYERS: {sorted(units - set(LAYER_OF))}"
+
+
+def test_no_import_points_up() -> None:
+    wrong = []
+    for importer, imported, line in IMPORTS:
+        a, b = unit_of(importer), unit_of(imported)
+        if a != b and LAYER_OF[b] > LAYER_OF[a] and imported != "rankkit":
+            wrong.append(f"{importer}:{line} imports {imported} (layer {LAYER_OF[b]} above {LAYER_OF[a]})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("unit", sorted(FORBIDDEN))
+def test_forbidden_imports(unit: str) -> None:
+    wrong = [f"{i}:{line} imports {t}" for i, t, line in IMPORTS
+             if unit_of(i) == unit and any(t == f or t.startswith(f + ".") for f in FORBIDDEN[unit])]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_cycles_between_units() -> None:
+    edges: dict[str, set[str]] = {}
+    for importer, imported, _ in IMPORTS:
+        a, b = unit_of(importer), unit_of(imported)
+        if a != b and imported != "rankkit":
+            edges.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in edges.get(start, ()):
+            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
+                return True
+        return False
+
+    cycles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if reaches(b, a, set()))
+    assert not cycles, cycles
+
+
+def test_model_library_never_imports_training() -> None:
+    """The issue's headline contract, spelled out: models, rerank and dense never import training."""
+    wrong = [f"{i}:{line}" for i, t, line in IMPORTS
+             if unit_of(i) in ("rankkit.models", "rankkit.rerank", "rankkit.dense") and t.startswith("rankkit.training")]
+    assert not wrong, wrong
