@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import tiny_backbone
+from training_helpers import build_model, tiny_backbone
 
 from rankkit.errors import RankkitError
 from rankkit.models import DenseTrans
-from rankkit.models.densetrans import layer_widths, representation_width
-from rankkit.training import losses
-from rankkit.training.checkpoint import load_model, read_meta, save_model
+from rankkit.models import losses
+from rankkit.models.bi_encoders.densetrans import DenseTransConfig, layer_widths, representation_width
+from rankkit.models.checkpoint import load_model, read_meta, save_model
 
 D = 24  # the tiny backbone's width; 6 heads of 4
 
@@ -53,7 +53,7 @@ def test_widths_double_with_dense_connections() -> None:
 )
 def test_ablations(backbone: Path, variant: str, inputs: list[int], dim: int) -> None:
     torch.manual_seed(0)
-    model = DenseTrans.for_training(backbone, {"variant": variant})
+    model = build_model(DenseTrans, backbone, {"variant": variant})
     assert model.hparams["num_layers"] == 3 and model.hparams["num_heads"] == 6  # N=3, H=6
     assert [layer.self_attn.embed_dim for layer in model.network.layers] == inputs
     assert layer_inputs(model, ["apple fruit red", "car"]) == inputs
@@ -66,21 +66,21 @@ def test_input_layer_and_initialisation(backbone: Path) -> None:
     from rankkit.models.backbone import load_encoder
 
     torch.manual_seed(0)
-    model = DenseTrans.for_training(backbone, {"max_query_length": 3})
+    model = build_model(DenseTrans, backbone, {"max_query_length": 3})
     table = load_encoder(backbone).get_input_embeddings().weight
     assert torch.equal(model.network.tokens.weight.detach(), table.detach())  # pretrained token vectors
     ids = model.tokenize(["apple fruit red car engine"], is_query=True)[0]
     assert ids[0] == model.tokenizer.cls_token_id and len(ids) == 4  # [CLS] + 3 word pieces, no [SEP]
     assert model.tokenizer.sep_token_id not in ids
-    random_init = DenseTrans.for_training(backbone, {"embedding_init": "random"})
+    random_init = build_model(DenseTrans, backbone, {"embedding_init": "random"})
     weights = random_init.network.tokens.weight.detach()
     assert float(weights.min()) >= -0.2 and float(weights.max()) <= 0.2  # OOV init U(-0.2, 0.2)
-    assert DenseTrans.for_training(backbone, {}).max_query_length == 30  # §4.2.3
+    assert build_model(DenseTrans, backbone).max_query_length == 30  # §4.2.3
 
 
 def test_padding_does_not_change_the_vector(backbone: Path) -> None:
     torch.manual_seed(0)
-    model = DenseTrans.for_training(backbone, {})
+    model = build_model(DenseTrans, backbone)
     alone = model.encode(["car"], is_query=True)
     padded = model.encode(["car", "apple fruit red apple fruit red"], is_query=True)[:1]
     assert torch.allclose(alone, padded, atol=1e-5)
@@ -98,7 +98,7 @@ def test_softmax_cross_entropy_eq7() -> None:
 
 def test_save_load_restores_ablation(backbone: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    model = DenseTrans.for_training(backbone, {"variant": "no-top-dense", "scale": 20.0})
+    model = build_model(DenseTrans, backbone, {"variant": "no-top-dense", "scale": 20.0})
     model.eval()
     save_model(model, tmp_path / "ckpt", {"steps": 0})
     meta = read_meta(tmp_path / "ckpt")
@@ -108,8 +108,11 @@ def test_save_load_restores_ablation(backbone: Path, tmp_path: Path) -> None:
     assert loaded.network.dense and not loaded.network.concat_output and loaded.scale == 20.0
     texts = ["apple fruit", "dog bark pet"]
     assert torch.equal(model.encode(texts, is_query=False), loaded.encode(texts, is_query=False))
+    with pytest.raises(RankkitError, match="--variant must be one of densetrans, no-top-dense, no-dense, concat"):
+        build_model(DenseTrans, backbone, {"variant": "sparse"})
+    # A config made without the checks (e.g. by hand) is still refused by the model itself.
     with pytest.raises(RankkitError, match="unknown DenseTrans variant"):
-        DenseTrans.for_training(backbone, {"variant": "sparse"})
+        DenseTrans.for_training(backbone, DenseTransConfig(variant="sparse"))
 
 
 def test_no_zero_shot_form() -> None:
@@ -119,7 +122,7 @@ def test_no_zero_shot_form() -> None:
 
 def test_smaller_width_projects_the_pretrained_table(backbone: Path) -> None:
     from rankkit.models.backbone import load_encoder
-    from rankkit.models.densetrans import principal_components
+    from rankkit.models.bi_encoders.densetrans import principal_components
 
     table = load_encoder(backbone).get_input_embeddings().weight.detach().float()
     projected = principal_components(table, 12)
@@ -128,9 +131,9 @@ def test_smaller_width_projects_the_pretrained_table(backbone: Path) -> None:
     # The leading directions keep more variance than any trailing one.
     variances = projected.var(dim=0)
     assert bool((variances[:-1] >= variances[1:] - 1e-6).all())
-    model = DenseTrans.for_training(backbone, {"d_model": 12, "num_heads": 6})
+    model = build_model(DenseTrans, backbone, {"d_model": 12, "num_heads": 6})
     assert model.network.tokens.weight.shape == (table.shape[0], 12)
     assert torch.allclose(model.network.tokens.weight.detach(), projected)
     assert model.dim == representation_width(12, 3, True, True)
     with pytest.raises(RankkitError, match="exceeds"):
-        DenseTrans.for_training(backbone, {"d_model": 48})
+        build_model(DenseTrans, backbone, {"d_model": 48})

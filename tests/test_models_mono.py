@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
-from rankkit.models.mono import Mono
-from rankkit.training import batching
-from rankkit.training.checkpoint import load_model, save_model
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
+from rankkit.models.cross_encoders.mono import Mono
+from rankkit.training import sampling
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_pair_tokens_and_segments(backbone: Path) -> None:
-    model = Mono.for_training(backbone, {"max_query_length": 4, "max_doc_length": 5})
+    model = build_model(Mono, backbone, {"max_query_length": 4, "max_doc_length": 5})
     tok = model.tokenizer
     feats = model.pairs.features(["apple fruit"], ["red apple fruit red apple fruit red"])
     ids = feats["input_ids"][0].tolist()
@@ -32,7 +33,7 @@ def test_pair_tokens_and_segments(backbone: Path) -> None:
 
 
 def test_scores_are_pointwise_and_independent_of_batching(backbone: Path) -> None:
-    model = Mono.for_training(backbone, {})
+    model = build_model(Mono, backbone)
     model.eval()
     texts = ["apple fruit red", "car engine fuel", "river water", "apple"]
     all_at_once = model.rerank_scores(["apple fruit"], [texts], batch_size=4)[0]
@@ -43,19 +44,19 @@ def test_scores_are_pointwise_and_independent_of_batching(backbone: Path) -> Non
 def test_lce_training_lowers_loss_and_round_trips(backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=8, negatives=3))
     torch.manual_seed(0)
-    model = Mono.for_training(backbone, {})
-    assert model.loss_name == "listwise-ce"
-    batch = model.prepare(batching.collate([batching.sample_group(g, 4, batching.group_rng(0, 0, i))
+    model = build_model(Mono, backbone)
+    assert Mono.training_defaults.loss == "listwise-ce" and Mono.config_class is CandidateListConfig
+    batch = model.prepare(sampling.collate([sampling.sample_group(g, 4, sampling.group_rng(0, 0, i))
                                             for i, g in enumerate(groups)]))
     assert loss_drops_after_steps(model, batch)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect="mono")
     model.eval()
-    assert torch.equal(model.score(batch), again.score(batch))
+    assert torch.equal(model(batch).scores, again(batch).scores)
 
 
 def test_bi_encoder_variant_starts_at_cosine_and_freezes(backbone: Path) -> None:
-    model = Mono.for_training(backbone, {"encoder": "bi"})
+    model = build_model(Mono, backbone, {"encoder": "bi"})
     assert model.hparams["freeze_encoder"] is True and model.hparams["hidden"] == 256
     assert not any(p.requires_grad for p in model.pairs.encoder.parameters())
     model.train()
@@ -70,5 +71,5 @@ def test_bi_encoder_variant_starts_at_cosine_and_freezes(backbone: Path) -> None
 
 
 def test_unknown_encoder_is_a_user_error(backbone: Path) -> None:
-    with pytest.raises(RankkitError, match="unknown --encoder"):
-        Mono.for_training(backbone, {"encoder": "poly"})
+    with pytest.raises(RankkitError, match="--encoder must be one of cross, bi"):
+        build_model(Mono, backbone, {"encoder": "poly"})

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import tiny_backbone
+from training_helpers import build_model, tiny_backbone
 
 from rankkit.errors import RankkitError
 from rankkit.formats import Passage, TrainingGroup
 from rankkit.models import MODELS, RepBERT, get_model_class
 from rankkit.models.backbone import default_backbone_path, sentence_transformers_normalizes
 from rankkit.models.pooling import cls_pool, mean_pool
-from rankkit.training import batching, losses
+from rankkit.models import losses
+from rankkit.models.bi_encoders.repbert import RepBERTConfig
+from rankkit.models.outputs import InBatchOutput
+from rankkit.training import sampling
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def test_mean_pool_ignores_padding() -> None:
 
 
 def test_segment_ids_query_0_document_1(backbone: Path) -> None:
-    model = RepBERT.for_training(backbone, {})
+    model = build_model(RepBERT, backbone)
     assert model.hparams["doc_segment_id"] == 1 and model.hparams["normalize"] is False
     assert (model.max_query_length, model.max_doc_length) == (20, 256)  # §4.3.1
     ids = model.tokenize(["apple fruit", "car"], is_query=False)
@@ -74,21 +77,24 @@ def test_multilabel_margin_matches_torch_and_eq4() -> None:
 
 
 def test_in_batch_positives_match_by_docid(backbone: Path) -> None:
-    model = RepBERT.for_training(backbone, {})
+    model = build_model(RepBERT, backbone)
     a = TrainingGroup("qa", "apple fruit", [Passage("dA", "apple fruit red"), Passage("dA2", "red apple")],
                       [Passage("dB", "car engine")])
     b = TrainingGroup("qb", "car engine", [Passage("dB", "car engine")], [Passage("dA2", "red apple")])
-    rng = lambda i: batching.group_rng(0, 0, i)  # noqa: E731
-    batch = batching.collate([batching.sample_group(a, 2, rng(0)), batching.sample_group(b, 2, rng(1))], 2)
+    rng = lambda i: sampling.group_rng(0, 0, i)  # noqa: E731
+    batch = sampling.collate([sampling.sample_group(a, 2, rng(0)), sampling.sample_group(b, 2, rng(1))], 2)
     model.prepare(batch)
-    scores, positive, target = model.in_batch(batch)
+    out = model(batch)
+    assert isinstance(out, InBatchOutput)
+    scores, positive, target = out.in_batch, out.positive, out.target
     docids, _, _ = batch.flat_documents()
     assert scores.shape == (2, 4)
     # Query a: its own positive, and dA2 sitting in b's negatives, are positives; dB is not.
     assert [d for d, p in zip(docids, positive[0].tolist()) if p] == [d for d in docids if d in ("dA", "dA2")]
     assert [d for d, p in zip(docids, positive[1].tolist()) if p] == [d for d in docids if d == "dB"]
     assert docids[int(target[0])] in ("dA", "dA2") and docids[int(target[1])] == "dB"
-    loss = model(batch)
+    assert RepBERT.config_class is RepBERTConfig and RepBERT.training_defaults.loss == "multilabel-margin"
+    loss = losses.get_loss(RepBERT.training_defaults.loss, RepBERT.output_type, RepBERT.name)(out, batch)
     assert loss.item() == pytest.approx(losses.multilabel_margin(scores, positive).item())
     loss.backward()
     assert model.encoder.embeddings.word_embeddings.weight.grad is not None
@@ -99,8 +105,8 @@ def test_segment_id_needs_segment_embeddings(tmp_path: Path) -> None:
 
     folder = write_tiny_backbone(tmp_path / "one-type", hidden=8, layers=1, heads=1, intermediate=8, type_vocab_size=1)
     with pytest.raises(RankkitError, match="--doc-segment-id 0"):
-        RepBERT.for_training(folder, {})
-    assert RepBERT.for_training(folder, {"doc_segment_id": 0}).doc_segment_id == 0
+        build_model(RepBERT, folder)
+    assert build_model(RepBERT, folder, {"doc_segment_id": 0}).doc_segment_id == 0
 
 
 def test_zero_shot_minilm_equals_sentence_transformers() -> None:

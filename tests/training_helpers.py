@@ -68,14 +68,33 @@ def tiny_backbone(folder: Path, *, hidden: int = 24, dropout: float = 0.1) -> Pa
                                dropout=dropout, max_positions=64)
 
 
-def loss_drops_after_steps(model, batch, steps: int = 15, lr: float = 3e-3) -> bool:
-    """Train ``model`` on one prepared ``batch`` for ``steps`` AdamW steps; True if the loss went down."""
+def loss_drops_after_steps(model, batch, steps: int = 15, lr: float = 3e-3, loss=None) -> bool:
+    """Train ``model`` on one prepared ``batch`` for ``steps`` AdamW steps; True if the loss went down.
+
+    ``loss`` is a :class:`rankkit.models.losses.Loss` (default: the model's training-default loss),
+    computed as ``loss(model(batch), batch)``.
+    """
     import torch
 
+    from rankkit.models.losses import get_loss
+
+    if loss is None:
+        cls = type(model)
+        loss = get_loss(cls.training_defaults.loss, cls.output_type, cls.name)
+
+    def value():
+        return loss(model(batch), batch)
+
     optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    first = float(model(batch).detach())
+    first = float(value().detach())
     for _ in range(steps):
         optim.zero_grad()
-        model(batch).backward()
+        value().backward()
         optim.step()
-    return float(model(batch).detach()) < first
+    return float(value().detach()) < first
+
+
+def build_model(cls, backbone, options=None):
+    """``cls.for_training(backbone, config)`` with the config built from an options dict (the old
+    ``for_training(backbone, options)`` form): ``None`` values = not given, derived defaults resolved."""
+    return cls.for_training(backbone, cls.config_class.build(dict(options or {}), cls.name))
