@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from training_helpers import loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
 
 from rankkit.formats import read_groups
-from rankkit.models.matrank import (
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.models.cross_encoders.matrank import (
     MatRank,
     MatRankRow,
     aggregate,
@@ -20,8 +21,8 @@ from rankkit.models.matrank import (
     descending_ranks,
     matrank_loss,
 )
-from rankkit.training import batching
-from rankkit.training.checkpoint import load_model, save_model
+from rankkit.models.outputs import PreferenceOutput
+from rankkit.training import sampling
 
 
 @pytest.fixture(scope="module")
@@ -100,25 +101,26 @@ def test_blockwise_matrix_equals_dense_mlp_on_concatenation() -> None:
 
 
 def test_model_matrix_is_asymmetric_mlp_and_bi_skip_starts_at_cosine(backbone: Path) -> None:
-    model = MatRank.for_training(backbone, {"encoder": "bi"})
+    model = build_model(MatRank, backbone, {"encoder": "bi"})
     groups = read_groups(write_groups(backbone.parent / "g.jsonl", count=2, negatives=4))
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
     h, skip = model.grouped(batch)
     out = model.matrix(h, skip, batch.mask)
     assert torch.all(out.S.diagonal(dim1=1, dim2=2) == 0)
     # Zero-initialised last layer: s_ij = w (cos_i - cos_j), so r - c ranks exactly by cosine.
     assert skip is not None
     assert torch.allclose(out.S[0, 0, 1], model.skip_weight * (skip[0, 0] - skip[0, 1]), atol=1e-5)
-    scores = model.score(batch)
+    scores = model(batch).scores
     assert torch.equal(torch.argsort(scores[0], descending=True), torch.argsort(skip[0], descending=True))
 
 
 def test_matrank_trains_and_round_trips(backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=8, negatives=3))
     torch.manual_seed(0)
-    model = MatRankRow.for_training(backbone, {"max_query_length": 8, "max_doc_length": 24})
-    assert model.loss_name == "matrank"
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
+    model = build_model(MatRankRow, backbone, {"max_query_length": 8, "max_doc_length": 24})
+    assert MatRankRow.training_defaults.loss == "matrank" and MatRankRow.output_type is PreferenceOutput
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    assert model(batch).use_omega is False  # matrank-row: the loss keeps the beta term only
     assert loss_drops_after_steps(model, batch)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect="matrank-row")
@@ -130,7 +132,7 @@ def test_matrank_trains_and_round_trips(backbone: Path, tmp_path: Path) -> None:
 
 
 def test_depth_1000_matrix_stays_small(backbone: Path) -> None:
-    model = MatRank.for_training(backbone, {"hidden": 64})
+    model = build_model(MatRank, backbone, {"hidden": 64})
     h = torch.randn(1000, model.pairs.dim)
     with torch.inference_mode():
         scores = model.list_scores(h, None)

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import loss_drops_after_steps, tiny_backbone
+from training_helpers import build_model, loss_drops_after_steps, tiny_backbone
 
 from rankkit.formats import read_groups
-from rankkit.models.matrank import borda_vote, matrank_loss
-from rankkit.models.matrank_split import MatRankSplit, piece_matrix
-from rankkit.training import batching
-from rankkit.training.checkpoint import load_model, save_model
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.models.cross_encoders.matrank import borda_vote, matrank_loss
+from rankkit.models.documents.matrank_split import MatRankSplit, MatRankSplitConfig, piece_matrix
+from rankkit.models.losses import get_loss
+from rankkit.models.outputs import PreferenceOutput
+from rankkit.training import sampling
 
 OPTIONS = {"piece_length": 8, "max_pieces": 3, "max_query_length": 6, "hidden": 16}
 
@@ -26,7 +28,7 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def build(backbone: Path) -> MatRankSplit:
     torch.manual_seed(0)
-    model = MatRankSplit.for_training(backbone, OPTIONS)
+    model = build_model(MatRankSplit, backbone, OPTIONS)
     assert isinstance(model, MatRankSplit)
     return model
 
@@ -91,18 +93,20 @@ def test_pieces_are_the_first_k(backbone: Path) -> None:
     model = build(backbone)
     assert model.split(list(range(30)), None) == [list(range(8)), list(range(8, 16)), list(range(16, 24))]
     assert model.pairs.max_length == 6 + 8 + 3
-    assert model.option_names == ("piece_length", "max_pieces", "hidden")
+    assert MatRankSplit.config_class is MatRankSplitConfig
+    assert [s.name for s in MatRankSplit.config_class.model_options()] == ["piece_length", "max_pieces", "hidden"]
 
 
 def test_trains_with_eq12_and_round_trips(backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=3))
     model = build(backbone).train()
-    assert model.loss_name == "matrank"
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
+    assert MatRankSplit.training_defaults.loss == "matrank" and MatRankSplit.output_type is PreferenceOutput
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
     with torch.no_grad():
         p, pmask = model.passages(batch)
         expected = matrank_loss(model.matrix(p, pmask, batch.mask), batch.labels, batch.mask)
-        assert torch.allclose(model(batch), expected)
+        loss = get_loss(MatRankSplit.training_defaults.loss, MatRankSplit.output_type, MatRankSplit.name)
+        assert torch.allclose(loss(model(batch), batch), expected)
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
     assert json.loads((tmp_path / "ck" / "config.json").read_text())["max_pieces"] == 3

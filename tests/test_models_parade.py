@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from training_helpers import WORDS, loss_drops_after_steps, tiny_backbone
+from training_helpers import WORDS, build_model, loss_drops_after_steps, tiny_backbone
 
 from rankkit.formats import read_groups, read_run, write_run
 from rankkit.models import MODELS
-from rankkit.models.parade import CNN_LAYERS, Parade, ParadeAttn, ParadeCNN, ParadeMax, ParadeTransformer
-from rankkit.training import batching
-from rankkit.training.checkpoint import load_model, save_model
-from rankkit.training.losses import pairwise_hinge
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.models.documents.base import PassageWindowConfig
+from rankkit.models.documents.parade import CNN_LAYERS, Parade, ParadeAttn, ParadeCNN, ParadeMax, ParadeTransformer
+from rankkit.models.losses import pairwise_hinge
+from rankkit.training import sampling
 
 PARADE = ["parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn", "parade-transformer"]
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
@@ -31,7 +32,7 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def build(name: str, backbone: Path) -> Parade:
     torch.manual_seed(0)
-    model = MODELS[name].for_training(backbone, OPTIONS)
+    model = build_model(MODELS[name], backbone, OPTIONS)
     assert isinstance(model, Parade)
     return model.eval()
 
@@ -181,8 +182,8 @@ def long_groups(path: Path, count: int = 8) -> Path:
 def test_trains_and_round_trips(name: str, backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
     model = build(name, backbone).train()
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
-    assert batch.features["slots"][:, 2].max() == OPTIONS["max_passages"] - 1  # 33 tokens: 7 windows -> 4
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    assert batch.features.slots[:, 2].max() == OPTIONS["max_passages"] - 1  # 33 tokens: 7 windows -> 4
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect=name)
@@ -195,9 +196,9 @@ def test_trains_and_round_trips(name: str, backbone: Path, tmp_path: Path) -> No
     assert all(x.dtype == torch.float64 and x.shape == (4,) for x in a)
     assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(a, b))
     # Inference scores equal the training-path scores of the same (evenly spaced) passages.
-    evaluated = again.prepare(batching.collate([batching.all_candidates(g) for g in groups[:2]]))
+    evaluated = again.prepare(sampling.collate([sampling.all_candidates(g) for g in groups[:2]]))
     with torch.no_grad():
-        assert torch.allclose(again.score(evaluated).double(), torch.stack(b), atol=1e-5)
+        assert torch.allclose(again(evaluated).scores.double(), torch.stack(b), atol=1e-5)
 
 
 def test_train_then_rerank_parade_attn_via_cli(backbone: Path, tmp_path: Path, cli: Any) -> None:
@@ -238,10 +239,12 @@ def test_train_then_rerank_parade_attn_via_cli(backbone: Path, tmp_path: Path, c
     # Options of other models are refused.
     res = cli("train", "--model", "parade-attn", "--train", groups_path, "--output", tmp_path / "x",
               "--backbone", backbone, "--max-pieces", "3")
-    assert res.code == 2 and "does not take" in res.stderr
+    assert res.code == 2 and ("--max-pieces is not an option of model parade-attn; parade-attn's options: "
+                              "--window, --stride, --max-passages") in " ".join(res.stderr.split())
 
 
 def test_registry_has_every_document_model() -> None:
     for name in [*PARADE, "maxp", "firstp", "sump", "matrank-split"]:
         assert MODELS[name].name == name
-    assert ParadeMax.option_names == ("window", "stride", "max_passages")
+    assert ParadeMax.config_class is PassageWindowConfig
+    assert [s.name for s in ParadeMax.config_class.model_options()] == ["window", "stride", "max_passages"]

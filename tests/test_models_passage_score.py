@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import loss_drops_after_steps, tiny_backbone
+from training_helpers import build_model, loss_drops_after_steps, tiny_backbone
 
 from rankkit.formats import read_groups
 from rankkit.models import MODELS
-from rankkit.models.passage_score import FirstP, PassageScoreModel, masked_max
-from rankkit.training import batching
-from rankkit.training.checkpoint import load_model, save_model
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.models.documents.passage_score import FirstP, FirstPConfig, PassageScoreModel, masked_max
+from rankkit.training import sampling
 
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 
@@ -26,7 +26,7 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def build(name: str, backbone: Path) -> PassageScoreModel:
     torch.manual_seed(0)
     options = {"window": 6, "max_query_length": 6} if name == "firstp" else OPTIONS
-    model = MODELS[name].for_training(backbone, options)
+    model = build_model(MODELS[name], backbone, options)
     assert isinstance(model, PassageScoreModel)
     return model.eval()
 
@@ -59,18 +59,19 @@ def test_document_score_from_passage_scores(name: str, expected: list[float], ba
 
 def test_firstp_encodes_only_the_first_window(backbone: Path, tmp_path: Path) -> None:
     model = build("firstp", backbone)
-    assert isinstance(model, FirstP) and model.option_names == ("window",)
+    assert isinstance(model, FirstP) and FirstP.config_class is FirstPConfig
+    assert [s.name for s in FirstP.config_class.model_options()] == ["window"]
     assert model.split(list(range(20)), None) == [list(range(6))]
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
-    assert batch.features["slots"][:, 2].max() == 0  # one passage per document
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    assert batch.features.slots[:, 2].max() == 0  # one passage per document
 
 
 @pytest.mark.parametrize("name", ["maxp", "firstp", "sump"])
 def test_trains_end_to_end_and_round_trips(name: str, backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
     model = build(name, backbone).train()
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect=name)

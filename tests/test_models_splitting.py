@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import tiny_backbone
+from training_helpers import build_model, tiny_backbone
 
 from rankkit.errors import RankkitError
 from rankkit.models.backbone import load_encoder, load_tokenizer
-from rankkit.models.cross_encoder import CrossPairEncoder
-from rankkit.models.document import batch_rng
-from rankkit.models.parade import ParadeMax
-from rankkit.models.splitting import (
+from rankkit.models.cross_encoders.pair_encoders import CrossPairEncoder
+from rankkit.models.documents.base import batch_rng
+from rankkit.models.documents.parade import ParadeMax
+from rankkit.models.documents.splitting import (
     PassagePairEncoder,
     keep_passages,
     passage_slots,
@@ -23,8 +23,8 @@ from rankkit.models.splitting import (
     split_pieces,
     window_starts,
 )
-from rankkit.training import batching
-from rankkit.training.batching import SampledGroup
+from rankkit.models.inputs import GroupBatch, PassageFeatures
+from rankkit.training.sampling import SampledGroup, collate
 
 
 @pytest.fixture(scope="module")
@@ -121,29 +121,31 @@ def test_passage_tensor_and_mask() -> None:
     assert p[1, 0].tolist() == [7.0, 8.0] and p[1, 1].abs().sum() == 0 and p[2, 1].tolist() == [11.0, 12.0]
 
 
-def _batch(texts: list[str]) -> batching.GroupBatch:
+def _batch(texts: list[str]) -> GroupBatch:
     group = SampledGroup("q1", "apple fruit", tuple(f"d{i}" for i in range(len(texts))), tuple(texts),
                          (1,) + (0,) * (len(texts) - 1), frozenset({"d0"}))
-    return batching.collate([group], len(texts) + 1)
+    return collate([group], len(texts) + 1)
 
 
 def test_prepare_samples_from_the_batch_in_training_and_evenly_at_inference(backbone: Path) -> None:
-    model = ParadeMax.for_training(backbone, {"window": 2, "stride": 2, "max_passages": 3, "max_query_length": 4})
+    model = build_model(ParadeMax, backbone, {"window": 2, "stride": 2, "max_passages": 3, "max_query_length": 4})
     words = "apple fruit red car engine fuel river water flow music guitar song space star planet bread".split()
     long_doc = " ".join(words * 2)  # 32 tokens: 16 windows of 2
     texts = [long_doc, "apple", long_doc]
     model.train()
     first = model.prepare(_batch(texts)).features
     again = model.prepare(_batch(texts)).features
-    assert torch.equal(first["pair_input_ids"], again["pair_input_ids"])  # same batch, same passages
+    assert isinstance(first, PassageFeatures) and isinstance(again, PassageFeatures)
+    assert torch.equal(first.pairs["input_ids"], again.pairs["input_ids"])  # same batch, same passages
     assert batch_rng(_batch(texts)).integers(1 << 30) == batch_rng(_batch(texts)).integers(1 << 30)
     # (group, slot, passage): 3 + 1 + 3 passages; the padded slot 3 has none.
-    assert first["slots"].tolist() == [[0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 2, 1], [0, 2, 2]]
+    assert first.slots.tolist() == [[0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 2, 1], [0, 2, 2]]
     model.eval()
     evaluated = model.prepare(_batch(texts)).features
+    assert isinstance(evaluated, PassageFeatures)
     tok = model.tokenizer
     ids = tok(long_doc, add_special_tokens=False)["input_ids"]
     # Evenly spaced windows 0, 8 (round(7.5)), 15 at inference.
     expected = [ids[0:2], ids[16:18], ids[30:32]]
-    rows = evaluated["pair_input_ids"][:3, 4:6].tolist()
+    rows = evaluated.pairs["input_ids"][:3, 4:6].tolist()
     assert rows == expected
