@@ -11,14 +11,20 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups, read_run
 from rankkit.models.backbone import load_encoder, tiny_bert_config
-from rankkit.models.set_encoder import InterPassageSelfAttention, SetEncoder, set_chunks, set_layout
-from rankkit.training import batching
-from rankkit.training.checkpoint import load_model, save_model
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.models.cross_encoders.set_encoder import (
+    InterPassageSelfAttention,
+    SetEncoder,
+    SetEncoderConfig,
+    set_chunks,
+    set_layout,
+)
+from rankkit.training import sampling
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +35,7 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def model(backbone: Path) -> SetEncoder:
     torch.manual_seed(0)
-    m = SetEncoder.for_training(backbone, {"max_query_length": 8, "max_doc_length": 24})
+    m = build_model(SetEncoder, backbone, {"max_query_length": 8, "max_doc_length": 24})
     return m.eval()
 
 
@@ -155,12 +161,12 @@ def test_scores_are_permutation_invariant_and_depend_on_the_set(model: SetEncode
 def test_queries_in_one_batch_never_see_each_other_and_padding_changes_nothing(backbone: Path,
                                                                              model: SetEncoder) -> None:
     groups = read_groups(write_groups(backbone.parent / "two.jsonl", count=2, negatives=5))
-    sampled = [batching.all_candidates(groups[0]), batching.all_candidates(groups[1], limit=3)]
+    sampled = [sampling.all_candidates(groups[0]), sampling.all_candidates(groups[1], limit=3)]
     with torch.no_grad():
-        together = model.score(model.prepare(batching.collate(sampled)))
-        alone = [model.score(model.prepare(batching.collate([s]))) for s in sampled]
+        together = model(model.prepare(sampling.collate(sampled))).scores
+        alone = [model(model.prepare(sampling.collate([s]))).scores for s in sampled]
         # Wider groups (masked slots) and a different partner query change nothing.
-        padded = model.score(model.prepare(batching.collate([sampled[1]], group_size=9)))
+        padded = model(model.prepare(sampling.collate([sampled[1]], group_size=9))).scores
     assert torch.allclose(together[0], alone[0][0], atol=1e-5)
     assert torch.allclose(together[1, :3], alone[1][0], atol=1e-5)
     assert torch.allclose(padded[0, :3], alone[1][0], atol=1e-5)
@@ -191,9 +197,10 @@ def test_long_lists_are_split_into_order_independent_sets(model: SetEncoder) -> 
 def test_trains_saves_and_loads(backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=4, negatives=3))
     torch.manual_seed(0)
-    model = SetEncoder.for_training(backbone, {"max_query_length": 8, "max_doc_length": 24})
-    assert model.loss_name == "listwise-ce" and model.hparams["encoder"] == "cross"
-    batch = model.prepare(batching.collate([batching.all_candidates(g) for g in groups]))
+    model = build_model(SetEncoder, backbone, {"max_query_length": 8, "max_doc_length": 24})
+    assert SetEncoder.training_defaults.loss == "listwise-ce" and model.hparams["encoder"] == "cross"
+    assert SetEncoder.config_class is SetEncoderConfig
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
@@ -210,8 +217,8 @@ def test_trains_saves_and_loads(backbone: Path, tmp_path: Path) -> None:
 
 def test_bad_options_are_user_errors(backbone: Path) -> None:
     with pytest.raises(RankkitError, match="set-encoder"):
-        SetEncoder.for_training(backbone, {"encoder": "bi"})
-    model = SetEncoder.for_training(backbone, {"max_query_length": 8})
+        build_model(SetEncoder, backbone, {"encoder": "bi"})
+    model = build_model(SetEncoder, backbone, {"max_query_length": 8})
     with pytest.raises(RankkitError, match="no room"):
         model.set_max_length(10)
     model.set_max_length(40)
@@ -250,4 +257,5 @@ def test_train_then_rerank_via_cli(backbone: Path, tmp_path: Path, cli: Any) -> 
     assert [after["t0"][d] for d in docids[:10]] == pytest.approx(scores.tolist(), abs=1e-4)
     res = cli("train", "--model", "set-encoder", "--train", groups, "--output", tmp_path / "bad",
               "--backbone", backbone, "--encoder", "bi", "--device", "cpu")
-    assert res.code == 2 and "does not take option(s): encoder" in res.stderr
+    assert res.code == 2 and ("--encoder is not an option of model set-encoder; set-encoder's options: --hidden"
+                              in " ".join(res.stderr.split()))
