@@ -18,3 +18,11 @@ class InputError(RankkitError):
         self.problem = problem
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {problem}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that every clean-up path runs for them too."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by signal {signum}")

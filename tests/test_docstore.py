@@ -33,12 +33,14 @@ def small_copy(tmp_path: Path) -> Path:
     return target
 
 
-def test_gzipped_corpus_every_text_matches_the_reader(tmp_path: Path) -> None:
+def test_gzipped_corpus_every_text_matches_the_reader(tmp_path: Path, user_cache: Path) -> None:
     corpus = small_copy(tmp_path)
     expected = {doc.docid: doc.contents for doc in iter_corpus(corpus)}
     with open_docstore(corpus=corpus) as store:
         assert isinstance(store, CorpusDocStore) and len(store) == DOCUMENTS == len(expected)
-        assert store.table_dir == corpus.parent / f"{corpus.name}{SUFFIX}"
+        assert store.table_dir.parent == user_cache / "docstore"  # never beside the user's data
+        assert store.table_dir.name.startswith(corpus.name) and store.table_dir.name.endswith(SUFFIX)
+        assert sorted(p.name for p in corpus.parent.iterdir()) == [corpus.name]
         assert (store.table_dir / "text").is_file()  # the decompressed copy
         ids = list(expected)[::-1]
         assert store.get_many(ids) == {d: expected[d] for d in ids}
@@ -89,7 +91,9 @@ def test_missing_docids_listed(tmp_path: Path) -> None:
             store.get("zz")
 
 
-def test_table_rebuilt_when_corpus_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_table_rebuilt_when_corpus_changes(
+    tmp_path: Path, user_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     corpus = tmp_path / "c.tsv"
     corpus.write_text("a\tA\n", encoding="utf-8")
     with open_docstore(corpus=corpus) as store:
@@ -103,13 +107,12 @@ def test_table_rebuilt_when_corpus_changes(tmp_path: Path, capsys: pytest.Captur
     with open_docstore(corpus=corpus) as store:
         assert store.get_many(["a", "b"]) == {"a": "A2", "b": "B"}
     assert "changed since its docid table was built; rebuilding" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "c.tsv",
-        f"c.tsv{SUFFIX}",
-    ]  # no temporary folders left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "user-cache"]
+    cached = sorted(p.name for p in (user_cache / "docstore").iterdir())
+    assert len(cached) == 1 and cached[0].startswith("c.tsv.") and cached[0].endswith(SUFFIX)  # no temporaries
 
 
-def test_read_only_corpus_dir_falls_back_to_user_cache(tmp_path: Path, user_cache: Path) -> None:
+def test_read_only_corpus_dir_uses_the_user_cache(tmp_path: Path, user_cache: Path) -> None:
     corpus = small_copy(tmp_path)
     os.chmod(corpus.parent, 0o555)  # even root must not write here: the folder has no write bit
     try:
@@ -163,13 +166,14 @@ def test_corpus_errors_name_file_and_line(tmp_path: Path, name: str, content: st
     corpus.write_text(content, encoding="utf-8")
     with pytest.raises(InputError, match=message):
         open_docstore(corpus=corpus)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no half-built table
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name, "user-cache"]
+    assert list((tmp_path / "user-cache" / "docstore").iterdir()) == []  # no half-built table
 
 
 def test_corrupt_gzip_is_an_input_error(tmp_path: Path) -> None:
     corpus = tmp_path / "c.tsv.gz"
     corpus.write_bytes(gzip.compress(b"a\tA\nb\tB\n" * 100)[:-30])
-    with pytest.raises(InputError, match="corrupt gzip file"):
+    with pytest.raises(InputError, match="corrupt or truncated gzip data"):
         open_docstore(corpus=corpus)
 
 

@@ -1,21 +1,45 @@
 """Command-line interface. Thin: each ``*_cmd.py`` module parses options and calls library code.
 
 Subcommand modules are discovered by name (``<stage>_cmd.py``), so adding a stage is adding a
-file. User mistakes (:class:`rankkit.errors.RankkitError`) print one line and exit with code 2.
+file. Every failure the user can cause prints one line, ``rankkit: error: ...``, and exits with
+code 2: :class:`rankkit.errors.RankkitError`, usage errors (unknown option, value out of range)
+and operating-system errors on a named file. SIGTERM and SIGHUP are raised as
+:class:`rankkit.errors.Terminated` (a ``KeyboardInterrupt``), so they clean up exactly as Ctrl-C.
+Set ``RANKKIT_DEBUG=1`` to get the traceback of an operating-system error instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+import threading
+from types import FrameType
+from typing import Any, Iterator, NoReturn
+
+try:  # recent typer ships its own copy of click; its exceptions are the ones raised
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click import exceptions as click_exceptions
+try:
+    from typer.exceptions import Abort
+except ImportError:  # pragma: no cover
+    from click.exceptions import Abort
 
 from rankkit.cli.app import app
-from rankkit.errors import RankkitError
+from rankkit.errors import RankkitError, Terminated
 
 
 # Help lists subcommands in the order a pipeline uses them; unknown ones follow alphabetically.
 PIPELINE_ORDER = ["index", "retrieve", "mine", "train", "rerank", "explain", "fuse", "eval", "validate", "consistency", "doctor"]
+
+#: Signals turned into :class:`Terminated` while a command runs (SIGINT keeps Python's KeyboardInterrupt).
+TERMINATING_SIGNALS: tuple[int, ...] = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 def _load_commands() -> None:
@@ -30,19 +54,94 @@ def _load_commands() -> None:
 
 _load_commands()
 
+_received: list[int] = []
+
+
+def _on_terminate(signum: int, _frame: FrameType | None) -> None:
+    _received.append(signum)
+    # A second signal must not interrupt the clean-up the first one started.
+    for other in TERMINATING_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM/SIGHUP raise :class:`Terminated`; the previous handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in TERMINATING_SIGNALS}
+    _received.clear()
+    for signum in TERMINATING_SIGNALS:
+        signal.signal(signum, _on_terminate)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.write(f"rankkit: error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def _stopped(signum: int | None) -> NoReturn:
+    sys.stdout.flush()
+    if signum is None:
+        sys.stderr.write("rankkit: interrupted\n")
+        code = 130
+    else:
+        sys.stderr.write(f"rankkit: terminated by {signal.Signals(signum).name}\n")
+        code = 128 + signum
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def _usage_error(err: click_exceptions.ClickException) -> NoReturn:
+    message = err.format_message().strip().rstrip(".")
+    ctx = getattr(err, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    _fail(f"{message}{hint}", err.exit_code)
+
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``rankkit`` console script and ``python -m rankkit``."""
+    code: Any = 0
+    args = list(sys.argv[1:] if args is None else args)
     try:
-        app(args=args, prog_name="rankkit")
+        from rankkit.cli.model_options import setup_for
+
+        if setup_for(args):  # train/rerank: model options generated from the registry
+            return
+        with terminate_as_interrupt():
+            # standalone_mode=False: usage errors come back to us, to be printed as one line.
+            code = app(args=args, prog_name="rankkit", standalone_mode=False)
     except RankkitError as err:
-        message = " ".join(str(err).split("\n"))
-        sys.stderr.write(f"rankkit: error: {message}\n")
-        sys.stderr.flush()
-        sys.exit(2)
+        _fail(str(err))
+    except click_exceptions.NoArgsIsHelpError as err:
+        err.show()  # `rankkit` alone, or a group without its subcommand: the help text
+        sys.exit(err.exit_code)
+    except click_exceptions.ClickException as err:
+        _usage_error(err)
+    except Abort as err:
+        if isinstance(err.__cause__, EOFError):  # click turns EOFError into Abort
+            _fail(f"unexpected end of input: {err.__cause__ or 'EOF'}")
+        _fail("aborted", 1)
     except KeyboardInterrupt:
-        sys.stderr.write("rankkit: interrupted\n")
-        sys.exit(130)
+        _stopped(_received[0] if _received else None)
+    except OSError as err:
+        if os.environ.get("RANKKIT_DEBUG"):
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        _fail(f"{where}{err.strerror or err}", 2 if err.filename else 1)
+    if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
+        _stopped(_received[0] if _received else None)
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "terminate_as_interrupt"]

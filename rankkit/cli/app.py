@@ -1,8 +1,18 @@
-"""The typer application every ``rankkit/cli/*_cmd.py`` module adds its subcommand to."""
+"""The typer application every ``rankkit/cli/*_cmd.py`` module adds its subcommand to.
+
+Also the parse-time checks of numeric options: ``typer.Option(..., callback=int_range(1))``
+refuses a value out of range (or a float that is not finite) while the command line is parsed,
+before any file is read, with a one-line error naming the option.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any, Callable
+
 import typer
+
+from rankkit.errors import RankkitError
 
 app = typer.Typer(
     name="rankkit",
@@ -12,3 +22,76 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
+
+Check = Callable[[typer.CallbackParam, Any], Any]
+
+
+def _name(param: typer.CallbackParam) -> str:
+    longest = max(param.opts, key=len) if param.opts else (param.name or "value")
+    return longest if longest.startswith("-") else longest.upper()
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _each(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def int_range(minimum: int | None = None, maximum: int | None = None) -> Check:
+    """A callback refusing integers below ``minimum`` or above ``maximum`` (``None``: unbounded)."""
+
+    def check(param: typer.CallbackParam, value: Any) -> Any:
+        for item in _each(value):
+            low = minimum is not None and item < minimum
+            high = maximum is not None and item > maximum
+            if low or high:
+                if maximum is None:
+                    need = f"at least {minimum}"
+                elif minimum is None:
+                    need = f"at most {maximum}"
+                else:
+                    need = f"between {minimum} and {maximum}"
+                raise RankkitError(f"{_name(param)} must be {need}, got {item}")
+        return value
+
+    return check
+
+
+def float_range(
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    min_open: bool = False,
+    max_open: bool = False,
+) -> Check:
+    """A callback refusing NaN, infinities and values outside ``[minimum, maximum]`` (open ends optional)."""
+
+    def check(param: typer.CallbackParam, value: Any) -> Any:
+        for item in _each(value):
+            bad = not math.isfinite(item)
+            bad = bad or (minimum is not None and (item <= minimum if min_open else item < minimum))
+            bad = bad or (maximum is not None and (item >= maximum if max_open else item > maximum))
+            if not math.isfinite(item):
+                raise RankkitError(f"{_name(param)} must be a finite number, got {item}")
+            if bad:
+                left = "(" if min_open else "["
+                right = ")" if max_open else "]"
+                if minimum is None and maximum is None:
+                    need = "a finite number"
+                elif maximum is None:
+                    need = f"{'greater than' if min_open else 'at least'} {_fmt(minimum)}"  # type: ignore[arg-type]
+                elif minimum is None:
+                    need = f"{'less than' if max_open else 'at most'} {_fmt(maximum)}"
+                else:
+                    need = f"in {left}{_fmt(minimum)}, {_fmt(maximum)}{right}"
+                raise RankkitError(f"{_name(param)} must be {need}, got {item}")
+        return value
+
+    return check
+
+
+__all__ = ["app", "float_range", "int_range"]

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rankkit.cli.app import app
+from rankkit.cli.app import app, int_range
 from rankkit.console import progress_bar
 from rankkit.errors import RankkitError
 from rankkit.formats.runs import read_run
@@ -65,8 +65,9 @@ def consistency_command(
     run: Path = typer.Argument(..., metavar="RUN_F", help="Run whose top-n is checked."),
     reference: Path = typer.Argument(..., metavar="RUN_REF", help="Reference run (RepBERT: BM25 top-1000)."),
     depth: Optional[list[int]] = typer.Option(
-        None, "--depth", "-n", help="Depth n; repeat for several (default 10, 100, 1000)."),
-    ref_depth: int = typer.Option(1000, "--ref-depth", help="Depth of the reference's candidate set."),
+        None, "--depth", "-n", help="Depth n; repeat for several (default 10, 100, 1000).", callback=int_range(1)),
+    ref_depth: int = typer.Option(
+        1000, "--ref-depth", help="Depth of the reference's candidate set.", callback=int_range(1)),
     common_only: bool = typer.Option(False, "--common-only", help="Average only over queries in both runs."),
     fmt: str = typer.Option("table", "--format", help="table, json or tsv."),
 ) -> None:

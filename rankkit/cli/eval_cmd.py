@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from rankkit.cli.app import app
+from rankkit.cli.app import app, float_range, int_range
 from rankkit.errors import RankkitError
 
 FORMATS = ("table", "tsv", "json", "markdown", "latex")
@@ -49,12 +49,15 @@ def eval_command(
         help="Test that marks significance: t (paired t-test), randomization (paired Fisher randomization, "
         "default: no normality assumption), or both (both must agree). Both p-values are always in json/tsv.",
     ),
-    permutations: int = typer.Option(10000, "--permutations", help="Randomization test: random sign flips."),
-    seed: int = typer.Option(0, "--seed", help="Randomization test: random seed."),
+    permutations: int = typer.Option(
+        10000, "--permutations", help="Randomization test: random sign flips.", callback=int_range(1)),
+    seed: int = typer.Option(
+        0, "--seed", help="Randomization test: random seed (>= 0).", callback=int_range(0)),
     correction: str = typer.Option(
         "holm", "--correction",
         help="Multiple-comparison correction over all runs x measures: holm, bonferroni, none."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level."),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Significance level, in (0, 1).", callback=float_range(0, 1, min_open=True, max_open=True)),
     plot: Optional[str] = typer.Option(
         None, "--plot",
         help="PNG: per-query difference to the baseline (or the first run) on the first measure, one "
@@ -64,7 +67,8 @@ def eval_command(
         False, "--complete", "-c",
         help="Average over all qrels queries, missing ones as zero (trec_eval -c)."),
     max_docs: Optional[int] = typer.Option(
-        None, "--max-docs", "-M", help="Evaluate only the top N documents of each ranking (trec_eval -M)."),
+        None, "--max-docs", "-M", help="Evaluate only the top N documents of each ranking (trec_eval -M).",
+        callback=int_range(1)),
     rel_level: Optional[int] = typer.Option(
         None, "--rel-level", "-l", help="Minimum label counted relevant by binary measures (trec_eval -l)."),
 ) -> None:
@@ -73,18 +77,13 @@ def eval_command(
     _choice("--format", fmt, FORMATS)
     _choice("--test", test, TESTS)
     _choice("--correction", correction, CORRECTIONS)
-    if not 0.0 < alpha < 1.0:
-        raise RankkitError(f"--alpha must be between 0 and 1, got {alpha}")
-    if permutations < 1:
-        raise RankkitError(f"--permutations must be at least 1, got {permutations}")
-    if max_docs is not None and max_docs < 1:
-        raise RankkitError(f"--max-docs must be at least 1, got {max_docs}")
 
     from rankkit.console import log, warn
     from rankkit.evaluation.evaluate import curve_cutoffs, evaluate, read_inputs, recall_curves, warn_left_out
     from rankkit.evaluation.measures import parse_measures
     from rankkit.evaluation.report import render
     from rankkit.formats import atomic_write
+    from rankkit.formats._files import check_outputs
 
     # Measures and plot preconditions are checked before any (possibly large) file is read.
     specs = parse_measures(measures, rel_level=rel_level)
@@ -97,6 +96,9 @@ def eval_command(
     wants_recall = any(spec.is_recall for spec in specs)
     if plot is not None and len(paths) < 2 and not wants_recall:
         raise RankkitError("--plot needs a baseline and another run, or a recall measure (e.g. R@1000)")
+    # Before reading anything: the table and the plot must be writable, distinct, and never an input.
+    check_outputs([("--output", output), ("--plot", plot)],
+                  [("--qrels", qrels), *(("RUN", path) for path in paths)])
 
     qrels_data, loaded = read_inputs(qrels, paths)
     result = evaluate(qrels_data, loaded, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)

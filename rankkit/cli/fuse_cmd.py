@@ -7,9 +7,10 @@ from typing import Optional
 
 import typer
 
-from rankkit.cli.app import app
+from rankkit.cli.app import app, float_range, int_range
 from rankkit.console import log, progress_bar
 from rankkit.errors import RankkitError
+from rankkit.formats._files import check_outputs
 from rankkit.formats.runs import Run, read_run, write_run
 from rankkit.fusion import FUSION_METHODS, check_fusion_options, fuse
 
@@ -30,16 +31,16 @@ def fuse_command(
     method: str = typer.Option(
         ..., "--method", "-m", help=f"Fusion method: {', '.join(FUSION_METHODS)}."),
     depth: Optional[int] = typer.Option(
-        None, "--depth", help="Read each input's top DEPTH (trec_eval order); default all."),
-    k: int = typer.Option(1000, "--k", help="Documents kept per query in the output."),
+        None, "--depth", help="Read each input's top DEPTH (trec_eval order); default all.", callback=int_range(1)),
+    k: int = typer.Option(1000, "--k", help="Documents kept per query in the output.", callback=int_range(1)),
     runtag: Optional[str] = typer.Option(
         None, "--runtag", help="Run tag of the output (default fuse-METHOD)."),
     rrf_k: Optional[float] = typer.Option(
-        None, "--rrf-k", help="rrf: the constant k in 1/(k + rank) (default 60)."),
+        None, "--rrf-k", help="rrf: the constant k in 1/(k + rank) (default 60).", callback=float_range(0)),
     norm: Optional[str] = typer.Option(
         None, "--norm", help="combsum/combmnz/interpolate: minmax, zscore or none (default minmax)."),
     alpha: Optional[float] = typer.Option(
-        None, "--alpha", help="interpolate: weight of run A (default 0.5)."),
+        None, "--alpha", help="interpolate: weight of run A (default 0.5).", callback=float_range(0, 1)),
     weights: Optional[str] = typer.Option(
         None, "--weights", help="rrf/combsum/combmnz: one weight per run, comma separated, e.g. 0.7,0.3."),
 ) -> None:
@@ -64,6 +65,8 @@ def fuse_command(
         raise RankkitError(f"--runtag must be one non-empty word, got {tag!r}")
     # Check method, run count and options before reading (possibly large) inputs.
     check_fusion_options(method, len(runs), k=k, depth=depth, **options)
+    # Fusing reads every input whole before writing, so -o may rewrite one of the runs in place.
+    check_outputs([("--output", output)])
 
     loaded: list[Run] = []
     with progress_bar("run", transient=True) as bar:

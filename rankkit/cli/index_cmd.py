@@ -12,10 +12,11 @@ from typing import Any, Optional
 
 import typer
 
-from rankkit.cli.app import app
+from rankkit.cli.app import app, int_range
 from rankkit.cli.registry import OptionRegistry
 from rankkit.console import log
 from rankkit.errors import RankkitError
+from rankkit.formats._files import check_output_dir
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def index_command(
         help="Join the dense shard folders built with --shard I/N into --index (repeat, or list them after it).",
         show_default=False,
     ),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Indexing threads (default: CPU cores)."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Indexing threads (default: CPU cores).", callback=int_range(1)),
     force: bool = typer.Option(False, "--force", help="Replace an existing non-empty index directory."),
     docvectors: bool = typer.Option(
         False, "--docvectors", help="bm25: store document vectors (needed by --rm3).", rich_help_panel="BM25"
@@ -155,22 +157,22 @@ def index_command(
         None, "--faiss", help="dense: flat (exact) or ivfpq (default: flat).", rich_help_panel="Dense"
     ),
     nlist: Optional[int] = typer.Option(
-        None, "--nlist", help="dense --faiss ivfpq: inverted lists (default: 2000).", rich_help_panel="Dense"
+        None, "--nlist", help="dense --faiss ivfpq: inverted lists (default: 2000).", callback=int_range(1), rich_help_panel="Dense"
     ),
     pq_m: Optional[int] = typer.Option(
-        None, "--pq-m", help="dense --faiss ivfpq: PQ sub-vectors (default: 16).", rich_help_panel="Dense"
+        None, "--pq-m", help="dense --faiss ivfpq: PQ sub-vectors (default: 16).", callback=int_range(1), rich_help_panel="Dense"
     ),
     pq_bits: Optional[int] = typer.Option(
-        None, "--pq-bits", help="dense --faiss ivfpq: bits per sub-vector (default: 8).", rich_help_panel="Dense"
+        None, "--pq-bits", help="dense --faiss ivfpq: bits per sub-vector (default: 8).", callback=int_range(1, 16), rich_help_panel="Dense"
     ),
     batch_size: Optional[int] = typer.Option(
-        None, "--batch-size", help="dense: passages per forward pass (default: 64).", rich_help_panel="Dense"
+        None, "--batch-size", help="dense: passages per forward pass (default: 64).", callback=int_range(1), rich_help_panel="Dense"
     ),
     chunk_size: Optional[int] = typer.Option(
         None,
         "--chunk-size",
         help="dense: documents per encoded chunk: the unit of memory, resume and sharding (default: 8192).",
-        rich_help_panel="Dense",
+        callback=int_range(1), rich_help_panel="Dense",
     ),
     shard: Optional[str] = typer.Option(
         None,
@@ -185,13 +187,13 @@ def index_command(
         None,
         "--max-query-length",
         help="dense: query token limit used by retrieve (default: the model's; repbert 20, densetrans 30).",
-        rich_help_panel="Dense",
+        callback=int_range(1), rich_help_panel="Dense",
     ),
     max_doc_length: Optional[int] = typer.Option(
         None,
         "--max-doc-length",
         help="dense: document token limit (default: the model's; repbert 256, densetrans 30).",
-        rich_help_panel="Dense",
+        callback=int_range(1), rich_help_panel="Dense",
     ),
     more: Optional[list[str]] = typer.Argument(None, metavar="[SHARD]...", show_default=False,
                                                help="More shard folders after --merge."),
@@ -213,6 +215,8 @@ def index_command(
         return
     if corpus is None:
         raise RankkitError("--corpus is required (or --merge SHARD... to join dense shards)")
+    # Before any work (a dense encoding can take hours): the index folder must be creatable.
+    check_output_dir(index, "--index")
     chosen = INDEX_KINDS.get(kind)
     options = INDEX_KINDS.given_options(chosen, {"docvectors": docvectors, **dense})
     chosen.run(IndexRequest(corpus, index, threads, force, options))
@@ -231,6 +235,7 @@ def _merge(shards: list[Path], index: Path, kind: str, corpus: Optional[Path], d
         raise RankkitError("--merge needs the shard folders to join")
     from rankkit.dense import merge_dense_shards
 
+    check_output_dir(index, "--index")
     _prepare_dense_folder(index, force=False)
     merge_dense_shards(shards, index, faiss_kind=dense["faiss"], nlist=dense["nlist"], pq_m=dense["pq_m"],
                        pq_bits=dense["pq_bits"])

@@ -13,10 +13,11 @@ from typing import Any, Optional
 
 import typer
 
-from rankkit.cli.app import app
+from rankkit.cli.app import app, float_range, int_range
 from rankkit.cli.registry import OptionRegistry
 from rankkit.console import log
 from rankkit.errors import RankkitError
+from rankkit.formats._files import check_outputs
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ def retrieve_command(
     index: Path = typer.Option(..., "--index", help="Index directory built by `rankkit index`."),
     topics: Path = typer.Option(..., "--topics", help="Queries: TSV (qid, tab, text) or JSONL."),
     output: Path = typer.Option(..., "--output", "-o", help="Run file to write (.gz compresses)."),
-    k: int = typer.Option(1000, "--k", help="Documents retrieved per query."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Search threads (default: CPU cores)."),
+    k: int = typer.Option(1000, "--k", help="Documents retrieved per query.", callback=int_range(1)),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Search threads (default: CPU cores).", callback=int_range(1)),
     runtag: Optional[str] = typer.Option(
         None, "--runtag", help="Run tag (last column) (default: the model name)."
     ),
@@ -137,10 +139,10 @@ def retrieve_command(
         help="Drop a hit whose docid equals its qid (queries that are in the corpus).",
     ),
     k1: Optional[float] = typer.Option(
-        None, "--k1", help="bm25: term saturation k1 (default 0.9).", rich_help_panel="BM25"
+        None, "--k1", help="bm25: term saturation k1 (default 0.9).", callback=float_range(0), rich_help_panel="BM25"
     ),
     b: Optional[float] = typer.Option(
-        None, "--b", help="bm25: length normalisation b (default 0.4).", rich_help_panel="BM25"
+        None, "--b", help="bm25: length normalisation b (default 0.4).", callback=float_range(0, 1), rich_help_panel="BM25"
     ),
     rm3: bool = typer.Option(
         False,
@@ -149,25 +151,25 @@ def retrieve_command(
         rich_help_panel="BM25",
     ),
     fb_terms: Optional[int] = typer.Option(
-        None, "--fb-terms", help="bm25 --rm3: expansion terms (default 10).", rich_help_panel="BM25"
+        None, "--fb-terms", help="bm25 --rm3: expansion terms (default 10).", callback=int_range(1), rich_help_panel="BM25"
     ),
     fb_docs: Optional[int] = typer.Option(
-        None, "--fb-docs", help="bm25 --rm3: feedback documents (default 10).", rich_help_panel="BM25"
+        None, "--fb-docs", help="bm25 --rm3: feedback documents (default 10).", callback=int_range(1), rich_help_panel="BM25"
     ),
     original_weight: Optional[float] = typer.Option(
         None,
         "--original-weight",
         help="bm25 --rm3: weight of the original query (default 0.5).",
-        rich_help_panel="BM25",
+        callback=float_range(0, 1), rich_help_panel="BM25",
     ),
     nprobe: Optional[int] = typer.Option(
         None,
         "--nprobe",
         help="repbert/densetrans on an ivfpq index: lists searched (default: as built, 10).",
-        rich_help_panel="Dense",
+        callback=int_range(1), rich_help_panel="Dense",
     ),
     batch_size: Optional[int] = typer.Option(
-        None, "--batch-size", help="repbert/densetrans: queries per batch (default 64).", rich_help_panel="Dense"
+        None, "--batch-size", help="repbert/densetrans: queries per batch (default 64).", callback=int_range(1), rich_help_panel="Dense"
     ),
     device: Optional[str] = typer.Option(
         None, "--device", help="repbert/densetrans: auto, cpu or cuda (default auto).", rich_help_panel="Dense"
@@ -176,7 +178,7 @@ def retrieve_command(
         None,
         "--max-query-length",
         help="repbert/densetrans: query token limit (default: as recorded in the index).",
-        rich_help_panel="Dense",
+        callback=int_range(1), rich_help_panel="Dense",
     ),
 ) -> None:
     """Retrieve the top K documents for every query in TOPICS and write a TREC run.
@@ -199,4 +201,6 @@ def retrieve_command(
             "max_query_length": max_query_length,
         },
     )
+    # Before searching: the run must be writable and must not replace the topics.
+    check_outputs([("--output", output)], [("--topics", topics)])
     chosen.run(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))

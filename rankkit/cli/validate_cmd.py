@@ -9,6 +9,7 @@ import typer
 
 from rankkit.cli.app import app
 from rankkit.console import log, progress_bar
+from rankkit.formats._files import check_outputs
 from rankkit.formats.validate import validate_run, write_fixed_run
 
 
@@ -31,6 +32,8 @@ def validate_command(
     --fix drops malformed and non-finite lines, keeps the best score of duplicates, re-sorts and
     re-ranks 1..n, keeping the run tag.
     """
+    # --fix RUN rewrites the run in place (it is read whole first); it must never replace the qrels.
+    check_outputs([("--fix", fix)], [("--qrels", qrels)])
     with progress_bar("line", transient=True) as bar:
         task = bar.add_task("validating", total=None)
         report = validate_run(run, qrels, on_lines=lambda n: bar.advance(task, n))

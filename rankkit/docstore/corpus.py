@@ -2,20 +2,22 @@
 
 The table is built on first use (one streaming pass; memory ~24 bytes per document while
 building, nothing per document afterwards: lookups binary-search a memory-mapped array) and
-cached in a folder named ``<corpus file name>.rkoffsets``:
+cached in a folder named ``<corpus file name>.<hash of its absolute path>.rkoffsets``, never
+beside the user's data:
 
-* beside the corpus when its folder is writable;
-* otherwise (e.g. a read-only data folder) under the user cache directory,
-  ``$RANKKIT_CACHE_DIR`` or ``${XDG_CACHE_HOME:-~/.cache}/rankkit``, in ``docstore/``, named after
-  the corpus and a hash of its absolute path;
-* or under an explicit ``cache_dir``.
+* under an explicit ``cache_dir`` (``rankkit mine --cache-dir``);
+* otherwise under the user cache directory, ``$RANKKIT_CACHE_DIR`` or
+  ``${XDG_CACHE_HOME:-~/.cache}/rankkit``, in ``docstore/``.
 
 The folder holds ``table`` (a header recording the corpus's size and mtime, then the sorted 64-bit
 docid hashes and their byte offsets) and, for a **gzipped** corpus, ``text``: a decompressed copy
 made during the same pass, because a gzip stream cannot be entered at an offset. The table is
 rebuilt when the corpus's size or modification time changes. A lookup re-reads the line at the
 offset, parses it with the corpus reader and checks its docid, so a hash collision can never return
-the wrong passage. Duplicate docids in a corpus are an error (file:line), found while building.
+the wrong passage. Duplicate docids in a corpus are an error (file:line), found while building, as
+are bytes that are not UTF-8. A table is built in a locked temporary folder (rankkit's temporary
+mark, :func:`rankkit.formats._files.staging_dir`) renamed into place; one left by a killed build is
+removed by the next build.
 """
 
 from __future__ import annotations
@@ -24,10 +26,7 @@ import gzip
 import hashlib
 import json
 import os
-import shutil
 import stat
-import tempfile
-import zlib
 from array import array
 from pathlib import Path
 from typing import IO, Callable, Iterable
@@ -37,7 +36,9 @@ import numpy as np
 from rankkit.console import log, progress_bar
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError, docid_hash
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import is_gzip
+from rankkit.formats._files import (
+    UTF8_BOM, decode_line, is_gzip_file, iter_raw_lines, remove_tree, staging_dir, temporary_path,
+)
 from rankkit.formats.corpus import Document, is_jsonl_corpus, parse_json_document, parse_tsv_document
 
 MAGIC = b"RKDOCS01"
@@ -76,17 +77,13 @@ def is_writable_dir(folder: Path) -> bool:
 
 def table_locations(corpus: Path, cache_dir: Path | None = None) -> list[Path]:
     """Where the table of ``corpus`` may live, in the order they are tried."""
-    if cache_dir is not None:
-        return [cache_dir / _cache_key(corpus)]
-    return [corpus.parent / f"{corpus.name}{SUFFIX}", user_cache_root() / "docstore" / _cache_key(corpus)]
+    folder = cache_dir if cache_dir is not None else user_cache_root() / "docstore"
+    return [folder / _cache_key(corpus)]
 
 
 def default_table_dir(corpus: Path, cache_dir: Path | None = None) -> Path:
-    """The folder a new table of ``corpus`` would be built in."""
-    locations = table_locations(corpus, cache_dir)
-    if cache_dir is None and not is_writable_dir(corpus.parent):
-        return locations[1]
-    return locations[0]
+    """The folder a new table of ``corpus`` would be built in (never beside the corpus)."""
+    return table_locations(corpus, cache_dir)[0]
 
 
 def _read_header(table: Path) -> tuple[dict, int] | None:
@@ -124,16 +121,27 @@ def _parser(corpus: Path) -> Parser:
     return parse_json_document if is_jsonl_corpus(corpus) else parse_tsv_document
 
 
-def _docid_at(handle: IO[bytes], offset: int, corpus: Path, parse: Parser) -> str:
+def _line_at(handle: IO[bytes], offset: int, corpus: Path) -> str:
+    """The text of the line starting at ``offset`` (line 1, at offset 0, may start with a BOM)."""
     handle.seek(offset)
-    return parse(corpus, 0, handle.readline().decode("utf-8", "replace").rstrip("\r\n")).docid
+    raw = handle.readline()
+    if offset == 0 and raw.startswith(UTF8_BOM):
+        raw = raw[len(UTF8_BOM):]
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise InputError(corpus, None, "not valid UTF-8 (changed since its docid table was built?)") from None
+
+
+def _docid_at(handle: IO[bytes], offset: int, corpus: Path, parse: Parser) -> str:
+    return parse(corpus, 0, _line_at(handle, offset, corpus)).docid
 
 
 def build_table(corpus: Path, folder: Path) -> dict:
     """Build the table of ``corpus`` into ``folder`` (which must exist and be empty); returns its header."""
     parse = _parser(corpus)
     st = corpus.stat()
-    gz = is_gzip(corpus)
+    gz = is_gzip_file(corpus)  # by content: a plain file named .gz is read as text
     hashes, offsets, lines = array("Q"), array("Q"), array("Q")
     raw = open(corpus, "rb")
     copy: IO[bytes] | None = open(folder / "text", "wb") if gz else None
@@ -142,11 +150,11 @@ def build_table(corpus: Path, folder: Path) -> dict:
     try:
         with progress_bar("B", transient=True) as bar:
             task = bar.add_task(f"docid table of {corpus.name}", total=st.st_size)
-            for number, line in enumerate(source, start=1):
+            for number, line in iter_raw_lines(corpus, source):
                 if copy is not None:
                     copy.write(line)
                 start, offset = offset, offset + len(line)
-                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                text = decode_line(corpus, number, line)  # drops a BOM, refuses non-UTF-8 bytes
                 if text.strip():
                     doc = parse(corpus, number, text)
                     hashes.append(docid_hash(doc.docid))
@@ -155,8 +163,6 @@ def build_table(corpus: Path, folder: Path) -> dict:
                 if number % 20000 == 0:
                     bar.update(task, completed=raw.tell())
             bar.update(task, completed=st.st_size)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise InputError(corpus, None, f"corrupt gzip file: {err}") from None
     finally:
         source.close()
         raw.close()
@@ -215,27 +221,23 @@ def _check_duplicates(
 
 
 def _build_into(corpus: Path, final: Path) -> None:
-    """Build in a temporary sibling folder and rename it into place (no half-built table is ever used)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # The temporary name also ends in .rkoffsets, so .gitignore patterns cover it.
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", suffix=f".{final.name}", dir=final.parent))
-    try:
+    """Build in a locked temporary sibling folder and rename it into place (no half-built table is ever used)."""
+    with staging_dir(final) as tmp:
         build_table(corpus, tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a cache may be shared
         if final.exists():
-            stale = final.with_name(f".stale-{os.getpid()}.{final.name}")
-            os.replace(final, stale)
-            shutil.rmtree(stale, ignore_errors=True)
+            # Out of the way under a temporary name, so a kill during the removal leaves only
+            # something the next build recognises and removes.
+            old = temporary_path(final)
+            os.replace(final, old)
+            remove_tree(old)
         try:
             os.replace(tmp, final)
         except OSError:
             if not _is_fresh(final, corpus):  # another process raced us and won with a fresh table: use it
                 raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class CorpusDocStore(DocStore):
@@ -266,13 +268,16 @@ class CorpusDocStore(DocStore):
         for folder in locations:
             if _is_fresh(folder, corpus):
                 return folder
-        if cache_dir is not None:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            if not is_writable_dir(cache_dir):
-                raise RankkitError(f"cache dir {cache_dir} is not writable")
-            target = locations[0]
-        else:
-            target = default_table_dir(corpus)
+        target = locations[0]
+        folder = target.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RankkitError(
+                f"cannot create the docid table cache {folder}: {err.strerror or err}; give --cache-dir DIR"
+            ) from None
+        if not is_writable_dir(folder):
+            raise RankkitError(f"the docid table cache {folder} is not writable; give --cache-dir DIR")
         if target.exists():
             log(f"{corpus} changed since its docid table was built; rebuilding {target}")
         else:
@@ -284,9 +289,7 @@ class CorpusDocStore(DocStore):
         return self.documents
 
     def _read(self, offset: int) -> Document:
-        self._handle.seek(offset)
-        line = self._handle.readline().decode("utf-8", "replace").rstrip("\r\n")
-        return self._parse(self.path, 0, line)
+        return self._parse(self.path, 0, _line_at(self._handle, offset, self.path))
 
     def get_many(self, docids: Iterable[str], *, missing: Missing = "error") -> dict[str, str]:
         """Texts by docid; reads in file order so a batch costs one forward sweep over the corpus."""

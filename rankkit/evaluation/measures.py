@@ -11,6 +11,7 @@ from ir_measures (pytrec_eval for every trec_eval measure).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal
@@ -92,6 +93,13 @@ def _recall_point(text: str | None) -> float:
     return round(value, 2)  # ir_measures names pytrec_eval's iprec_at_recall_X at two decimals
 
 
+def _beta(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"beta must be a finite number of at least 0, got {text}")
+    return value
+
+
 def _gains(text: str | None) -> Measure:
     """``ndcg.1=3,2=9``: trec_eval's relevance-level -> gain map (levels not listed keep their value)."""
     if text is None:
@@ -102,6 +110,8 @@ def _gains(text: str | None) -> Measure:
         if not equals or not level.strip():
             raise ValueError(f"expected level=gain pairs, got {text.replace(';', ',')!r}")
         value = float(gain)
+        if not math.isfinite(value):
+            raise ValueError(f"gain of level {level.strip()} must be a finite number, got {gain.strip()}")
         gains[int(level)] = int(value) if value.is_integer() else value
     return ir_measures.nDCG(gains=gains)
 
@@ -130,7 +140,7 @@ _TREC: dict[str, _TrecEntry] = {
     "set_recall": _TrecEntry(_plain(ir_measures.SetR)),
     "set_map": _TrecEntry(_plain(ir_measures.SetAP)),
     "set_F": _TrecEntry(
-        lambda t: ir_measures.SetF if t is None else ir_measures.SetF(beta=float(t)), None, True),
+        lambda t: ir_measures.SetF if t is None else ir_measures.SetF(beta=_beta(t)), None, True),
     "num_q": _TrecEntry(_plain(ir_measures.NumQ), aggregate="sum"),
     "num_ret": _TrecEntry(_plain(ir_measures.NumRet), aggregate="sum"),
     "num_rel": _TrecEntry(_plain(ir_measures.NumRel), aggregate="sum"),
@@ -244,7 +254,20 @@ def _parse_ir_measures(spec: str) -> Measure:
         measure.validate_params()
     except AssertionError as err:
         raise RankkitError(f"invalid measure {spec!r}: {err}") from None
+    _check_params(spec, measure)
     return measure
+
+
+def _check_params(spec: str, measure: Measure) -> None:
+    """Refuse parameters the evaluator cannot take; a cutoff of 0 aborts pytrec_eval's C code (SIGABRT)."""
+    params = measure.params
+    cutoff = params.get("cutoff")
+    if cutoff is not None:
+        if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or cutoff != int(cutoff) or cutoff < 1:
+            raise RankkitError(f"measure {spec!r}: the cutoff must be a whole number of at least 1, got {cutoff}")
+    recall = params.get("recall")
+    if recall is not None and (not isinstance(recall, (int, float)) or not 0.0 <= recall <= 1.0):
+        raise RankkitError(f"measure {spec!r}: the recall level must be between 0 and 1, got {recall}")
 
 
 def parse_measure(spec: str, *, rel_level: int | None = None) -> list[MeasureSpec]:

@@ -8,34 +8,20 @@ recall curves are given, a last panel draws mean recall@k against k for every ru
 from __future__ import annotations
 
 import io
-import os
-import tempfile
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from rankkit.errors import RankkitError
 from rankkit.evaluation.evaluate import EvalResult
-from rankkit.formats._files import PathLike
+from rankkit.formats._files import PathLike, atomic_write
 
 
 def _write_bytes_atomic(path: PathLike, data: bytes) -> None:
-    """Write bytes through a temporary file renamed on success (no half-written image)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        # mkstemp makes the file private (0600); give it the permissions a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    """Write bytes through :func:`rankkit.formats.atomic_write` (no half-written image, no stray temporary)."""
+    with atomic_write(path) as handle:
+        handle.flush()
+        handle.buffer.write(data)  # type: ignore[attr-defined]
 
 
 def query_differences(

@@ -220,7 +220,7 @@ def mine(
         f"mining {config.negatives} {config.strategy} negatives per query from the top {config.depth} "
         f"(skipping the first {config.skip_top}) of {run}; positives: rel >= {config.min_rel}"
     )
-    write_groups(output, iter_mined_groups(run, judged, queries, store, config, report))
+    write_groups(output, _at_least_one(iter_mined_groups(run, judged, queries, store, config, report), report, run))
     for what, docids in (
         ("judged positives", report.missing_positive_text),
         ("run candidates", report.missing_candidate_text),
@@ -229,6 +229,16 @@ def mine(
         if unique:
             shown = ", ".join(repr(d) for d in unique[:5])
             warn(f"{len(unique):,} {what} have no text in {store.source} (left out): {shown}")
-    if report.written == 0:
-        warn("no training group was written: check that run, qrels and topics share query ids")
     return report
+
+
+def _at_least_one(groups: Iterator[TrainingGroup], report: MineReport, run: PathLike) -> Iterator[TrainingGroup]:
+    """Pass ``groups`` through; raise at the end if there was none, so the empty output is never renamed into place."""
+    yield from groups
+    if report.written == 0:
+        raise RankkitError(
+            f"no training group could be built from {run}: {report.no_positive:,} queries have no positive "
+            f"in the qrels, {report.not_in_topics:,} are not in the topics, {report.no_text:,} have no "
+            f"positive with text, {report.no_negatives:,} no negative candidate (do run, qrels and topics "
+            "share query ids?); nothing written"
+        )
