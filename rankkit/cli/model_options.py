@@ -11,12 +11,11 @@ refused with that model's own option list.
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from typing import TYPE_CHECKING
 
@@ -156,24 +155,26 @@ def rerank_settings(cls: type[RankingModel], given: dict[str, Any]) -> dict[str,
 
 
 def print_model_help(name: str) -> None:
-    """``rankkit train --model NAME --help``: the model's own options, defaults and sources."""
+    """``rankkit train --model NAME --help``: the model's own options, defaults and sources (plain text)."""
     from rankkit.models import get_model_class
 
     cls = get_model_class(name)
-    console = Console()
-    table = Table(title=f"rankkit train --model {name}: {name}'s own options", title_justify="left")
-    for column in ("option", "type", "default", "what", "source"):
-        table.add_column(column, overflow="fold")
+    doc = (cls.__doc__ or "").strip().splitlines()
+    lines = [f"rankkit train --model {name}: {doc[0] if doc else name}", "", f"{name}'s own options:"]
     for spec in cls.config_class.model_options():
-        table.add_row(spec.flag + "".join(f", {a}" for a in spec.aliases), _type_name(spec),
-                      spec.describe_default(), spec.help, spec.paper or "")
-    console.print(table)
+        lines.append(f"  {spec.flag} {_type_name(spec)}  [default: {spec.describe_default()}]")
+        lines.append(f"      {spec.help}" + (f" ({spec.paper})" if spec.paper else ""))
+        if spec.aliases:
+            lines.append("      also: " + ", ".join(f"{flag} (= {value})" for flag, value in spec.aliases.items()))
+    if len(lines) == 3:
+        lines.append("  (none)")
     generic = [s for s in cls.config_class.specs() if s.name in ("max_query_length", "max_doc_length")]
-    console.print("defaults of the generic options: " + ", ".join(
-        f"--{s.name.replace('_', '-')} {s.describe_default()}" for s in generic))
     d = cls.training_defaults
-    console.print(f"training defaults: --loss {d.loss}, --lr {d.lr:g}, --weight-decay {d.weight_decay:g}")
-    console.print("every other option: rankkit train --help")
+    lines += ["", "defaults of generic options: " + ", ".join(
+        f"--{s.name.replace('_', '-')} {s.describe_default()}" for s in generic)
+        + f", --loss {d.loss}, --lr {d.lr:g}, --weight-decay {d.weight_decay:g}",
+        "every other option: rankkit train --help"]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _type_name(spec: OptionSpec) -> str:

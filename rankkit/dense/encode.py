@@ -144,7 +144,7 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
             seen += len(docids)
             if chunk % count != index or (out / f"{chunk_name(chunk)}.npy").is_file():
                 continue
-            vectors = model.encode(texts, is_query=False, batch_size=batch_size)
+            vectors = model.encode(texts or [], is_query=False, batch_size=batch_size)
             _write_chunk(out, chunk, docids, vectors)
             bar.update(task, advance=len(docids))
         if seen != total_docs:

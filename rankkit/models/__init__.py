@@ -18,7 +18,7 @@ from rankkit.models.cross_encoders.set_encoder import SetEncoder
 from rankkit.models.documents.matrank_split import MatRankSplit
 from rankkit.models.documents.parade import ParadeAttn, ParadeAvg, ParadeCNN, ParadeMax, ParadeSum, ParadeTransformer
 from rankkit.models.documents.passage_score import FirstP, MaxP, SumP
-from rankkit.models.registry import MODELS, get_model_class, register
+from rankkit.models.registry import MODELS, create_model, get_model_class, register
 
 register(RepBERT)
 register(DenseTrans)
@@ -38,4 +38,4 @@ register(ParadeTransformer)
 register(MatRankSplit)
 
 __all__ = ["MODELS", "BiEncoder", "DenseTrans", "MatRank", "MatRankRow", "MatRankSplit", "ModelConfig", "Mono",
-           "RankingModel", "RepBERT", "SetEncoder", "TrainingDefaults", "get_model_class", "option", "register"]
+           "RankingModel", "RepBERT", "SetEncoder", "TrainingDefaults", "create_model", "get_model_class", "option", "register"]

@@ -158,7 +158,7 @@ class ModelConfig:
         unknown = sorted(k for k, v in given.items() if v is not None and k not in specs)
         if unknown:
             raise RankkitError(f"model {model} has no setting {', '.join(unknown)}")
-        values = {k: specs[k].check(v, model) for k, v in given.items() if v is not None}
+        values: dict[str, Any] = {k: specs[k].check(v, model) for k, v in given.items() if v is not None}
         config = cls(**values)
         config.resolve()
         return config
@@ -181,7 +181,8 @@ class ModelConfig:
         if unknown:
             raise InputError(source, None, f"unknown {cls.__name__} setting(s): {', '.join(unknown)}")
         try:
-            values = {k: specs[k].check(v, cls.__name__) if v is not None else None for k, v in data.items()}
+            values: dict[str, Any] = {k: specs[k].check(v, cls.__name__) if v is not None else None
+                                      for k, v in data.items()}
         except RankkitError as err:
             raise InputError(source, None, str(err)) from None
         return cls(**values)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import safetensors.torch
 from transformers import AutoConfig, AutoModel
@@ -23,7 +23,7 @@ from rankkit.models.config import ModelConfig
 class EncoderHeadFiles:
     """``save``/``load`` for a model whose backbone is ``self.pairs.encoder`` and tokenizer ``self.tokenizer``."""
 
-    name: str
+    name: ClassVar[str]
     config: ModelConfig
     pairs: Any
     tokenizer: Any
@@ -41,7 +41,7 @@ class EncoderHeadFiles:
             encoder_config = AutoConfig.for_model(enc_conf.pop("model_type"), **enc_conf)
         except (json.JSONDecodeError, KeyError, ValueError, TypeError) as err:
             raise InputError(config_path, None, f"not a rankkit {cls.name} config: {err}") from None
-        model = cls(AutoModel.from_config(encoder_config), bb.load_tokenizer(folder), config)  # type: ignore[call-arg]
+        model: Any = cls(AutoModel.from_config(encoder_config), bb.load_tokenizer(folder), config)  # type: ignore[call-arg]
         model.load_state_dict(safetensors.torch.load_file(str(weights)), strict=True)
         return model
 

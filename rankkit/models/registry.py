@@ -8,7 +8,8 @@ other change.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from rankkit.errors import RankkitError
 from rankkit.models.base import RankingModel
@@ -33,3 +34,15 @@ def get_model_class(name: str) -> type[RankingModel]:
         return MODELS[name]
     except KeyError:
         raise RankkitError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+
+
+def create_model(name: str, backbone: str | Path | None = None, **settings: Any) -> RankingModel:
+    """A fresh model ``name`` to train (or use untrained), its settings checked against its declaration.
+
+    ``create_model("matrank", encoder="bi")`` is what ``rankkit train --model matrank --encoder bi``
+    builds before its first step (the packaged MiniLM when ``backbone`` is None).
+    """
+    cls = get_model_class(name)
+    config = cls.config_class.build(settings, name)
+    config.backbone = None if backbone is None else str(backbone)
+    return cls.for_training(None if backbone is None else Path(backbone), config)

@@ -246,7 +246,7 @@ class Trainer:
                                 completed=self.step * self.global_batch, visible=dist.main)
             while self.step < self.total_steps:
                 epoch = self.step // self.steps_per_epoch
-                lr_now = self.scheduler.get_last_lr()[0]
+                lr_now = float(self.scheduler.get_last_lr()[0])
                 step_loss = self.train_step()
                 running = step_loss if self.step == start_step + 1 else 0.98 * running + 0.02 * step_loss
                 self.metrics["loss"] = step_loss

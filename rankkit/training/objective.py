@@ -1,5 +1,7 @@
-"""The trainer's objectives: a network composed with a loss, and knowledge distillation from a teacher checkpoint (Li, Yates, MacAvaney, He and Sun, 2023, "PARADE: Passage
-Representation Aggregation for Document Reranking", §6 "Distilling Knowledge", Eq. 12).
+"""The trainer's objectives: a network composed with a loss, and distillation from a teacher checkpoint.
+
+Distillation follows Li, Yates, MacAvaney, He and Sun, 2023, "PARADE: Passage Representation
+Aggregation for Document Reranking", §6 "Distilling Knowledge", Eq. 12.
 
 ``rankkit train ... --teacher-checkpoint CK --alpha A`` trains the student on::
 

@@ -54,7 +54,7 @@ def sample_group(group: TrainingGroup, group_size: int, rng: np.random.Generator
         raise RankkitError(f"group size must be at least 1, got {group_size}")
     pos = group.pos[int(rng.integers(len(group.pos)))]
     wanted = min(group_size - 1, len(group.neg))
-    picked = rng.choice(len(group.neg), size=wanted, replace=False) if wanted else []
+    picked: Any = rng.choice(len(group.neg), size=wanted, replace=False) if wanted else []
     negs = [group.neg[int(i)] for i in picked]
     return SampledGroup(
         group.qid,

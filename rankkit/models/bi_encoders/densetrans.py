@@ -207,7 +207,8 @@ class DenseTrans(BiEncoder):
         table: torch.Tensor | None = None
         if config.embedding_init == "backbone":
             encoder = bb.load_encoder(folder)
-            table = encoder.get_input_embeddings().weight.detach().clone().float()
+            embeddings: Any = encoder.get_input_embeddings()
+            table = embeddings.weight.detach().clone().float()
             del encoder
             d_model = int(config.d_model or table.shape[1])
             if d_model > table.shape[1]:

@@ -31,6 +31,8 @@ class PairEncoder(nn.Module, abc.ABC):
     """Builds ``h_i`` (and an optional skip score) for flat lists of (query, passage) pairs."""
 
     dim: int
+    max_length: int
+    max_query_length: int
 
     @abc.abstractmethod
     def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:

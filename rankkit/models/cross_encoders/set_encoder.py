@@ -91,7 +91,7 @@ class InterPassageSelfAttention(nn.Module):
     Holds the original layer's ``query``, ``key`` and ``value`` projections under the same names.
     """
 
-    def __init__(self, original: nn.Module, num_heads: int, dropout: float) -> None:
+    def __init__(self, original: Any, num_heads: int, dropout: float) -> None:
         super().__init__()
         self.query: nn.Linear = original.query
         self.key: nn.Linear = original.key
@@ -134,7 +134,7 @@ def _bert_layers(encoder: Any) -> list[Any]:
         raise RankkitError(
             f"the Set-Encoder needs a BERT-style encoder (BERT, MiniLM, ELECTRA, RoBERTa with absolute "
             f"positions), not {type(encoder).__name__}")
-    return list(layers)
+    return list(layers)  # type: ignore[arg-type]  # checked just above
 
 
 class SetPairEncoder(CrossPairEncoder):
