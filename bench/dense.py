@@ -192,7 +192,7 @@ def throughput(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> d
     ours = load_bi_encoder("repbert", None, "cpu")
     path = resolve_backbone(None)
     st = SentenceTransformer(str(path), device="cpu")
-    st.max_seq_length = ours.hparams.get("max_doc_length", 256)
+    st.max_seq_length = ours.hparams.get("max_doc_length") or 256
     encoded: dict[str, Any] = {}
     timings = harness.interleaved({
         "rankkit": lambda: encoded.update(rankkit=ours.encode(texts, is_query=False, batch_size=64)),

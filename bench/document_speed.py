@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
-    from rankkit.models import get_model_class
+    from rankkit.models import create_model, get_model_class
 
     docs = documents(args.documents)
     query = "what is the history of the united states civil war"
@@ -43,7 +43,8 @@ def main() -> None:
     print("|---|---|---|")
     for name in args.models.split(","):
         options = {"window": 128, "stride": 100, "max_passages": 16, "piece_length": 128, "max_pieces": 16}
-        model = get_model_class(name).for_training(None, options).eval()
+        known = {spec.name for spec in get_model_class(name).config_class.specs()}
+        model = create_model(name, **{k: v for k, v in options.items() if k in known}).eval()
         model.rerank_scores([query], [docs], batch_size=32)  # warm-up
         seconds = median_seconds(lambda m=model: m.rerank_scores([query], [docs], batch_size=32), args.repeats)
         passages = 1 if name == "firstp" else 16

@@ -225,11 +225,11 @@ def head_probe(model_name: str, depth: int, repeats: int) -> None:
     """
     import torch
 
-    from rankkit.models import get_model_class
+    from rankkit.models import create_model
 
     torch.manual_seed(0)
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    model = get_model_class(model_name).for_training(None, {"encoder": "cross"}).eval()
+    model = create_model(model_name, encoder="cross").eval()
     h = torch.randn(depth, model.pairs.dim)
     before = harness.reset_peak_rss()  # peak RSS := current RSS
     with torch.inference_mode():
@@ -243,7 +243,7 @@ def throughput_bench(args: argparse.Namespace) -> None:
     from sentence_transformers import CrossEncoder
 
     from rankkit.models import backbone as bb
-    from rankkit.models import get_model_class
+    from rankkit.models import create_model
 
     steps = Steps(args.output, prog="rerank.py")
     out = steps.out
@@ -252,7 +252,7 @@ def throughput_bench(args: argparse.Namespace) -> None:
     queries, candidates = dl19_pairs(args.data, args.queries, args.depth)
     pairs = [(q, t) for q, texts in zip(queries, candidates) for t in texts]
     backbone = bb.resolve_backbone(None)
-    models = {name: get_model_class(name).for_training(None, {"encoder": "cross"}).eval()
+    models = {name: create_model(name, encoder="cross").eval()
               for name in ("mono", "matrank")}
     max_length = int(models["mono"].pairs.max_length)
     ce = CrossEncoder(str(backbone), num_labels=1, max_length=max_length, device="cpu")

@@ -91,7 +91,7 @@ def export_encoder(checkpoint: Path, target: Path) -> Path:
     query/key/value Linear layers), so the saved folder is a plain BERT/MiniLM checkpoint with the
     trained weights; the score head is not part of it.
     """
-    from rankkit.training.checkpoint import load_model
+    from rankkit.models.checkpoint import load_model
 
     if (target / "config.json").exists():
         return target
@@ -301,7 +301,7 @@ def probe(checkpoint: Path, group: Path, size: int) -> None:
     holds the weights twice). It prints the seconds of the pass, its resident set just before it
     (``before_mb``) and the high-water mark the reset discarded (``loading_peak_mb``).
     """
-    from rankkit.training.checkpoint import load_model
+    from rankkit.models.checkpoint import load_model
 
     data = json.loads(group.read_text(encoding="utf-8"))
     texts = data["texts"][:size]
