@@ -17,7 +17,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e ".[dev,bench]"
 	touch $(STAMP)
 
+# Lint and type-check first (seconds), then the suite.
 test: $(STAMP)
+	$(BIN)/ruff check rankkit tests bench examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q tests
 
 demo: $(STAMP)
