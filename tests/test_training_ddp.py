@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 from training_helpers import tiny_backbone, write_groups
 
-from rankkit.training.checkpoint import read_meta
-from rankkit.training.engine import TrainConfig, train
+from rankkit.models.checkpoint import read_meta
+from rankkit.training import TrainConfig, train
 
 
 def read_log(output: Path) -> list[dict]:

@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import tiny_backbone, write_groups
+from training_helpers import build_model, tiny_backbone, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
-from rankkit.models.mono import Mono
-from rankkit.training import batching, losses
-from rankkit.training.checkpoint import read_meta, save_model
-from rankkit.training.distill import DistillationObjective, Teacher, check_alpha, distillation_mse
-from rankkit.training.engine import TrainConfig, train
+from rankkit.models import losses
+from rankkit.models.checkpoint import read_meta, save_model
+from rankkit.models.cross_encoders.mono import Mono
+from rankkit.models.inputs import PairFeatures
+from rankkit.training import TrainConfig, sampling, train
+from rankkit.training.objective import DistillationObjective, Teacher, check_alpha, distillation_mse
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("distill")
     backbone = tiny_backbone(root / "tiny", dropout=0.0)
     torch.manual_seed(3)
-    teacher = Mono.for_training(backbone, {"max_query_length": 8, "max_doc_length": 24})
+    teacher = build_model(Mono, backbone, {"max_query_length": 8, "max_doc_length": 24})
     with torch.no_grad():  # a teacher whose scores are far from an untrained student's
         teacher.head.bias.add_(1.0)
     save_model(teacher, root / "teacher", {})
@@ -51,28 +52,33 @@ def test_alpha_outside_unit_interval_is_rejected(alpha: float) -> None:
 
 def test_objective_is_eq12_on_a_real_batch(data: dict[str, Path]) -> None:
     torch.manual_seed(0)
-    student = Mono.for_training(data["backbone"], {"max_query_length": 8, "max_doc_length": 24})
+    student = build_model(Mono, data["backbone"], {"max_query_length": 8, "max_doc_length": 24})
     teacher = Teacher.load(data["teacher"], "cpu")
     groups = read_groups(data["groups"])[:3]
-    sampled = [batching.sample_group(g, 6, batching.group_rng(0, 0, i)) for i, g in enumerate(groups)]
+    sampled = [sampling.sample_group(g, 6, sampling.group_rng(0, 0, i)) for i, g in enumerate(groups)]
     # A short group: masked slots.
-    sampled[1] = batching.sample_group(groups[1], 3, batching.group_rng(0, 0, 1))
-    batch = student.prepare(batching.collate(sampled, 6))
-    features = dict(batch.features)
+    sampled[1] = sampling.sample_group(groups[1], 3, sampling.group_rng(0, 0, 1))
+    batch = student.prepare(sampling.collate(sampled, 6))
+    own = batch.features
+    assert isinstance(own, PairFeatures)
+    pairs, where = dict(own.pairs), own.where.clone()
     t = teacher.scores(batch)
-    assert batch.features.keys() == features.keys()  # the teacher worked on its own copy
-    assert all(torch.equal(batch.features[k], features[k]) for k in features)
+    # The teacher worked on its own copy: the student's features are the same object, unchanged.
+    assert batch.features is own and own.pairs.keys() == pairs.keys()
+    assert all(torch.equal(own.pairs[k], pairs[k]) for k in pairs) and torch.equal(own.where, where)
     assert t.shape == (3, 6) and not t.requires_grad
+    lce_loss = losses.get_loss(Mono.training_defaults.loss, Mono.output_type, Mono.name)
+    assert lce_loss.name == "listwise-ce"
     with torch.no_grad():
-        s = student.score(batch)
+        s = student(batch).scores
         lce = losses.listwise_softmax_ce(s, batch.mask)
         mse = distillation_mse(s, t, batch.mask)
         for alpha in (0.0, 0.3, 1.0):
-            got = DistillationObjective(student, alpha)(batch, t)
+            got = DistillationObjective(student, lce_loss, alpha)(batch, t)
             assert got.item() == pytest.approx(alpha * lce.item() + (1 - alpha) * mse.item(), rel=1e-5)
     assert mse.item() > 0.5  # the shifted teacher really disagrees with the fresh student
     with pytest.raises(RankkitError):
-        DistillationObjective(student, 2.0)
+        DistillationObjective(student, lce_loss, 2.0)
 
 
 def config(data: dict[str, Path], output: Path, **overrides: Any) -> TrainConfig:

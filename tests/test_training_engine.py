@@ -14,9 +14,14 @@ from training_helpers import tiny_backbone, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import Passage, TrainingGroup, write_run
-from rankkit.training import batching, losses
-from rankkit.training.checkpoint import list_step_checkpoints, load_model, read_meta, save_model
-from rankkit.training.engine import StepInfo, TrainConfig, linear_schedule, micro_batch_indices, train
+from rankkit.models import losses
+from rankkit.models.checkpoint import load_model, read_meta, save_model
+from rankkit.models.inputs import GroupBatch
+from rankkit.models.outputs import InBatchOutput, RankingOutput
+from rankkit.training import StepInfo, TrainConfig, sampling, train
+from rankkit.training.optim import linear_schedule
+from rankkit.training.resume import list_step_checkpoints
+from rankkit.training.sampling import micro_batch_indices
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +49,22 @@ def log_losses(output: Path) -> dict[int, float]:
 def test_group_sampling_is_seeded_and_masks_missing_negatives() -> None:
     group = TrainingGroup("q", "query", [Passage("p1", "a"), Passage("p2", "b")],
                           [Passage("n1", "c"), Passage("n2", "d")])
-    first = batching.sample_group(group, 4, batching.group_rng(3, 0, 9))
-    again = batching.sample_group(group, 4, batching.group_rng(3, 0, 9))
+    first = sampling.sample_group(group, 4, sampling.group_rng(3, 0, 9))
+    again = sampling.sample_group(group, 4, sampling.group_rng(3, 0, 9))
     assert first == again
     assert first.docids[0] in ("p1", "p2") and sorted(first.docids[1:]) == ["n1", "n2"]  # all 2 negatives, no repeats
-    batch = batching.collate([first], 4)
+    batch = sampling.collate([first], 4)
     assert batch.mask.tolist() == [[True, True, True, False]]  # the 4th slot is masked, not duplicated
     assert batch.labels.tolist() == [[1.0, 0.0, 0.0, 0.0]]
     assert batch.positives == [frozenset({"p1", "p2"})]
-    picks = {batching.sample_group(group, 2, batching.group_rng(3, e, 9)).docids for e in range(20)}
+    picks = {sampling.sample_group(group, 2, sampling.group_rng(3, e, 9)).docids for e in range(20)}
     assert len(picks) > 1  # different epochs draw different candidates
 
 
 def test_data_order_depends_only_on_seed_and_epoch() -> None:
-    assert np.array_equal(batching.epoch_order(50, 1, 0), batching.epoch_order(50, 1, 0))
-    assert not np.array_equal(batching.epoch_order(50, 1, 0), batching.epoch_order(50, 1, 1))
-    order = batching.epoch_order(64, 1, 0)
+    assert np.array_equal(sampling.epoch_order(50, 1, 0), sampling.epoch_order(50, 1, 0))
+    assert not np.array_equal(sampling.epoch_order(50, 1, 0), sampling.epoch_order(50, 1, 1))
+    order = sampling.epoch_order(64, 1, 0)
     # Two ranks x accum 1 cover exactly the micro-batches of one process x accum 2.
     ddp = [micro_batch_indices(order, 3, 0, r, 2, 4, 1).tolist() for r in range(2)]
     single = [micro_batch_indices(order, 3, m, 0, 1, 4, 2).tolist() for m in range(2)]
@@ -67,7 +72,7 @@ def test_data_order_depends_only_on_seed_and_epoch() -> None:
 
 
 def test_teacher_scores_rank_absent_members_last() -> None:
-    teacher = batching.TeacherScores({"q": {"a": 3.0, "b": -2.0}})
+    teacher = sampling.TeacherScores({"q": {"a": 3.0, "b": -2.0}})
     assert teacher.scores("q", ["a", "zz", "b"]) == [3.0, -3.0, -2.0]
     with pytest.raises(RankkitError, match="no scores for 1 of 1"):
         teacher.check([TrainingGroup("other", "x", [Passage("a", "t")])])
@@ -114,11 +119,19 @@ def test_kl_on_hand_made_tensors() -> None:
 def test_group_loss_registry() -> None:
     s = torch.zeros((1, 2))
     m = torch.ones((1, 2), dtype=torch.bool)
+    batch = GroupBatch(qids=["q"], queries=["query"], docids=[["a", "b"]], texts=[["x", "y"]], labels=s, mask=m,
+                       positives=[frozenset({"a"})])
+    output = RankingOutput(s)
+    assert losses.LOSSES["kl"].needs_teacher and not losses.LOSSES["listwise-ce"].needs_teacher
     with pytest.raises(RankkitError, match="needs --teacher"):
-        losses.group_loss("kl", s, s, m, None)
+        losses.get_loss("kl")(output, batch)
     with pytest.raises(RankkitError, match="unknown loss"):
-        losses.group_loss("no-such-loss", s, s, m, None)
-    assert losses.group_loss("listwise-ce", s, s, m, None).item() == pytest.approx(np.log(2))
+        losses.get_loss("no-such-loss")
+    assert losses.get_loss("listwise-ce")(output, batch).item() == pytest.approx(np.log(2))
+    # In-batch losses need a bi-encoder's output; every model output supports the group losses.
+    with pytest.raises(RankkitError, match="cannot train with loss 'softmax-ce'"):
+        losses.get_loss("softmax-ce", RankingOutput, "mono")
+    assert losses.get_loss("listwise-ce", InBatchOutput, "repbert").name == "listwise-ce"
 
 
 # -- training runs ----------------------------------------------------------------------------------
@@ -195,8 +208,9 @@ def test_cli_trains_densetrans_ablation(cli: Any, data: dict[str, Path], tmp_pat
     ("args", "message"),
     [
         (["--model", "bm42"], "unknown model 'bm42'"),
-        (["--model", "repbert", "--no-dense"], "does not take option(s): variant"),
-        (["--model", "densetrans", "--no-dense", "--concat-layers"], "are exclusive"),
+        (["--model", "repbert", "--no-dense"],
+         "--no-dense is not an option of model repbert; repbert's options: --doc-segment-id, --normalize/--inner-product"),
+        (["--model", "densetrans", "--no-dense", "--concat-layers"], "--no-dense and --concat-layers set the same thing"),
         (["--model", "repbert", "--resume"], "nothing to resume"),
         (["--model", "repbert", "--batch-size", "100"], "fewer than one global batch"),
         (["--model", "repbert", "--optimizer", "sgd"], "unknown optimizer"),
