@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import TOPICS, tiny_backbone, write_corpus, write_groups, write_topics
+from training_helpers import TOPICS, build_model, tiny_backbone, write_corpus, write_groups, write_topics
 
 from rankkit.dense import build_dense_index, dense_search, load_dense_index, merge_dense_shards
 from rankkit.dense import encode as enc
@@ -16,8 +16,8 @@ from rankkit.dense.faiss_index import effective_ivfpq
 from rankkit.errors import RankkitError
 from rankkit.formats import iter_corpus, read_run, write_run
 from rankkit.models import DenseTrans
-from rankkit.training.checkpoint import load_model, save_model
-from rankkit.training.engine import TrainConfig, train
+from rankkit.models.checkpoint import load_model, save_model
+from rankkit.training import TrainConfig, train
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                       batch_size=4, group_size=3, lr=2e-3, device="cpu", seed=3))
     torch.manual_seed(0)
     densetrans = root / "densetrans"
-    save_model(DenseTrans.for_training(backbone, {}), densetrans, {"steps": 0})
+    save_model(build_model(DenseTrans, backbone), densetrans, {"steps": 0})
     return {"root": root, "checkpoint": checkpoint, "densetrans": densetrans,
             "corpus": write_corpus(root / "corpus.jsonl"), "big": write_corpus(root / "big.jsonl", extra=164),
             "topics": write_topics(root / "topics.tsv")}

@@ -6,18 +6,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_helpers import tiny_backbone, write_corpus, write_topics
+from training_helpers import build_model, tiny_backbone, write_corpus, write_topics
 
 from rankkit.formats import write_run
-from rankkit.models.matrank import MatRank
-from rankkit.training.checkpoint import save_model
+from rankkit.models.checkpoint import save_model
+from rankkit.models.cross_encoders.matrank import MatRank
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("explain")
     backbone = tiny_backbone(root / "tiny", dropout=0.0)
-    ck = save_model(MatRank.for_training(backbone, {"encoder": "bi"}), root / "ck", {})
+    ck = save_model(build_model(MatRank, backbone, {"encoder": "bi"}), root / "ck", {})
     write_run(root / "run.txt", {"t0": {f"d{i}_0": float(-i) for i in range(6)}}, "x")
     return {"ck": ck, "run": root / "run.txt", "topics": write_topics(root / "topics.tsv"),
             "corpus": write_corpus(root / "corpus.jsonl")}

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import TOPICS, documents, tiny_backbone, write_corpus, write_groups, write_topics
+from training_helpers import TOPICS, build_model, documents, tiny_backbone, write_corpus, write_groups, write_topics
 
 from rankkit.docstore import open_docstore
 from rankkit.formats import read_run, sort_ranking, write_run
 from rankkit.formats.runs import iter_run_lines
-from rankkit.models.mono import Mono
+from rankkit.models.cross_encoders.mono import Mono
 from rankkit.rerank import merge_tail, rerank_run
 
 
@@ -50,7 +50,7 @@ def test_merge_tail_keeps_tail_order_below_head() -> None:
 
 @pytest.mark.parametrize("depth", [1, 5, 36, 100])
 def test_rerank_keeps_depth_and_tail_order(data: dict[str, Path], tmp_path: Path, depth: int) -> None:
-    model = Mono.for_training(data["backbone"], {})
+    model = build_model(Mono, data["backbone"])
     out = tmp_path / "out.txt"
     with open_docstore(corpus=data["corpus"]) as store:
         report = rerank_run(model, data["run"], data["topics"], store, out, depth=depth, batch_size=7,
@@ -73,7 +73,7 @@ def test_rerank_keeps_depth_and_tail_order(data: dict[str, Path], tmp_path: Path
 
 
 def test_rerank_is_deterministic(data: dict[str, Path], tmp_path: Path) -> None:
-    model = Mono.for_training(data["backbone"], {})
+    model = build_model(Mono, data["backbone"])
     outs = []
     for name in ("a.txt", "b.txt"):
         with open_docstore(corpus=data["corpus"]) as store:
@@ -83,7 +83,7 @@ def test_rerank_is_deterministic(data: dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_zero_shot_repbert_reranks_by_cosine(data: dict[str, Path], tmp_path: Path) -> None:
-    from rankkit.models.repbert import RepBERT
+    from rankkit.models.bi_encoders.repbert import RepBERT
 
     model = RepBERT.zero_shot(data["backbone"])
     out = tmp_path / "rep.txt"
@@ -134,7 +134,7 @@ def test_train_then_rerank_end_to_end_via_cli(data: dict[str, Path], tmp_path: P
     assert {q: set(d) for q, d in after.items()} == {q: set(d) for q, d in before.items()}
 
     # The written head scores are exactly what the saved checkpoint computes from the texts alone.
-    from rankkit.training.checkpoint import load_model
+    from rankkit.models.checkpoint import load_model
 
     loaded = load_model(ck, expect=model)
     with open_docstore(corpus=data["corpus"]) as store:
