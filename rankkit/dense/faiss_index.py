@@ -32,11 +32,10 @@ from rankkit.console import log
 from rankkit.dense import encode as enc
 from rankkit.errors import RankkitError
 from rankkit.formats import atomic_write
-from rankkit.indexes import MANIFEST_NAME, new_manifest, read_manifest, write_manifest
+from rankkit.indexes import new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
 from rankkit.models.checkpoint import load_for_inference
 
-INDEX_META = MANIFEST_NAME
 DENSE_KINDS = ("dense", "dense-shard")
 INDEX_FILE = "index.faiss"
 DOCIDS = "docids.txt"

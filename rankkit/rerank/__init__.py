@@ -47,14 +47,6 @@ class RerankReport:
         return self.reranked / self.seconds if self.seconds > 0 else 0.0
 
 
-@torch.inference_mode()
-def score_candidates(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]],
-                     batch_size: int = 32) -> list[torch.Tensor]:
-    """Re-ranking scores (float64, CPU) of each query's candidate texts: the model's own
-    :meth:`~rankkit.models.base.RankingModel.rerank_scores`."""
-    return model.rerank_scores(queries, candidates, batch_size=batch_size)
-
-
 def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, float]:
     """Re-ranked scores plus the unchanged tail below them, in its given order."""
     docs = dict(reranked)
@@ -113,8 +105,8 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
                 heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
                 wanted = sorted({d for h in heads for d in h})
                 passages = store.get_many(wanted)
-                scores = score_candidates(model, [texts_of[qid] for qid, _ in chunk],
-                                          [[passages[d] for d in h] for h in heads], batch_size)
+                scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
+                                               [[passages[d] for d in h] for h in heads], batch_size)
                 for (qid, ranking), head, s in zip(chunk, heads, scores):
                     top = {docid: float(v) for docid, v in zip(head, s.tolist())}
                     stats["queries"] += 1
@@ -129,4 +121,4 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
     return report
 
 
-__all__ = ["RerankReport", "merge_tail", "rerank_run", "score_candidates"]
+__all__ = ["RerankReport", "merge_tail", "rerank_run"]
