@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from training_helpers import TOPICS, build_model, documents, tiny_backbone, write_corpus, write_groups, write_topics
 
 from rankkit.docstore import open_docstore
