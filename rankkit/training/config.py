@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rankkit.errors import RankkitError
+from rankkit.models import RankingModel, get_model_class
 
 
 @dataclass
@@ -65,3 +69,30 @@ class TrainResult:
     output: Path
     steps: int
     metrics: dict[str, float]
+
+
+def check_config(config: TrainConfig) -> type[RankingModel]:
+    """The model class, after checking the numeric settings and the model's own options."""
+    for name in ("batch_size", "group_size", "grad_accum", "log_every"):
+        if getattr(config, name) < 1:
+            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("keep_checkpoints",):
+        if getattr(config, name) < 0:
+            raise RankkitError(f"--{name.replace('_', '-')} must be at least 0")
+    for name in ("save_every", "epochs", "max_steps"):
+        if getattr(config, name) is not None and getattr(config, name) < 1:
+            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("lr", "weight_decay", "warmup", "max_grad_norm"):
+        value = getattr(config, name)
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise RankkitError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+    if not 0.0 <= config.alpha <= 1.0:
+        raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")
+    cls = get_model_class(config.model)
+    own = {s.name for s in cls.config_class.model_options()}
+    unknown = sorted(k for k, v in config.model_options.items() if v is not None and k not in own)
+    if unknown:
+        flags = ", ".join(s.flag for s in cls.config_class.model_options()) or "none"
+        raise RankkitError(f"model {cls.name!r} has no option {', '.join('--' + u.replace('_', '-') for u in unknown)}; "
+                           f"its options: {flags}")
+    return cls

@@ -28,44 +28,18 @@ from rankkit import __version__
 from rankkit.console import log, progress_bar, warn
 from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
-from rankkit.models import RankingModel, get_model_class
+from rankkit.models import RankingModel
 from rankkit.models.checkpoint import is_checkpoint, save_model
 from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
-from rankkit.training.config import StepInfo, TrainConfig, TrainResult
+from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_config
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
-from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective, check_alpha
+from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
 
 BEST = "best"
-
-
-def check_config(config: TrainConfig) -> type[RankingModel]:
-    """The model class, after checking the numeric settings and the model's own options."""
-    for name in ("batch_size", "group_size", "grad_accum", "log_every"):
-        if getattr(config, name) < 1:
-            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("keep_checkpoints",):
-        if getattr(config, name) < 0:
-            raise RankkitError(f"--{name.replace('_', '-')} must be at least 0")
-    for name in ("save_every", "epochs", "max_steps"):
-        if getattr(config, name) is not None and getattr(config, name) < 1:
-            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("lr", "weight_decay", "warmup", "max_grad_norm"):
-        value = getattr(config, name)
-        if value is not None and (not math.isfinite(value) or value < 0):
-            raise RankkitError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
-    check_alpha(config.alpha)
-    cls = get_model_class(config.model)
-    own = {s.name for s in cls.config_class.model_options()}
-    unknown = sorted(k for k, v in config.model_options.items() if v is not None and k not in own)
-    if unknown:
-        flags = ", ".join(s.flag for s in cls.config_class.model_options()) or "none"
-        raise RankkitError(f"model {cls.name!r} has no option {', '.join('--' + u.replace('_', '-') for u in unknown)}; "
-                           f"its options: {flags}")
-    return cls
 
 
 def train(config: TrainConfig, callbacks: Sequence[Callable[[StepInfo], None]] = ()) -> TrainResult:
