@@ -70,7 +70,7 @@ def mine_command(
         raise RankkitError("--cache-dir applies to --corpus only")
     check_outputs(
         [("--output", output)],
-        [("--run", run), ("--qrels", qrels), ("--topics", topics), ("--corpus", corpus)],
+        [("--run", run), ("--qrels", qrels), ("--topics", topics), ("--corpus", corpus), ("--index", index)],
     )
     for path in (run, qrels, topics):  # before building a (possibly slow) docid table
         open_binary(path).close()

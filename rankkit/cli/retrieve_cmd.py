@@ -202,5 +202,5 @@ def retrieve_command(
         },
     )
     # Before searching: the run must be writable and must not replace the topics.
-    check_outputs([("--output", output)], [("--topics", topics)])
+    check_outputs([("--output", output)], [("--topics", topics), ("--index", index)])
     chosen.run(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))

@@ -554,6 +554,13 @@ def check_outputs(
         if key in seen:
             option, path = seen[key]
             raise RankkitError(f"{option} {path} is the input {name} {source}; refusing to overwrite an input")
+        if os.path.isdir(source):  # an input folder (an index): nothing may be written inside it
+            inside = os.path.realpath(source) + os.sep
+            for option, path in given:
+                if not is_stream(path) and os.path.realpath(path).startswith(inside):
+                    raise RankkitError(
+                        f"{option} {path} is inside the input {name} {source}; refusing to write into an input"
+                    )
     for _, path in given:
         if not is_stream(path):
             remove_stale_temporaries(Path(os.path.realpath(path)))

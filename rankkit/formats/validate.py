@@ -6,7 +6,7 @@ copy of the run (malformed and non-finite lines dropped, duplicates keeping thei
 :func:`write_fixed_run` writes through :func:`rankkit.formats.write_run` (sorted, ranks 1..n).
 
 Severities: ``error`` (the strict readers of rankkit reject it: malformed line, duplicate pair,
-non-finite score, empty file), ``warning`` (accepted, but evaluation would not measure what the file
+non-finite score, bytes that are not UTF-8, empty file), ``warning`` (accepted, but evaluation would not measure what the file
 seems to say: rank column contradicting the score order, a query split over several blocks,
 a query without judgments) and ``info`` (worth knowing, never a failure: judged queries without
 results, several run tags). A report is clean when it has no error and no warning.
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, iter_lines, open_text
+from rankkit.formats._files import PathLike, decode_line, iter_raw_lines, open_binary
 from rankkit.formats.qrels import read_qrels
 from rankkit.formats.runs import Run, parse_run_line, sort_ranking, write_run
 
@@ -105,7 +105,7 @@ def validate_run(
     label = str(path)
     report = ValidationReport(label)
     # Open first so that a missing file is an exception, not a finding.
-    open_text(path).close()
+    open_binary(path).close()
     judged = qrels if qrels is None or isinstance(qrels, Mapping) else read_qrels(qrels)
 
     def add(line: int | None, severity: str, kind: str, message: str) -> None:
@@ -117,7 +117,7 @@ def validate_run(
     previous_qid: str | None = None
     split_reported: set[str] = set()
     try:
-        for number, text in iter_lines(path, skip_comments=True):
+        for number, text in _lenient_lines(path, add):
             report.lines += 1
             if on_lines is not None and report.lines % 10_000 == 0:
                 on_lines(10_000)
@@ -177,6 +177,29 @@ def validate_run(
             add(None, "info", "no-results",
                 f"{len(missing)} judged queries have no results in the run: {_ids(missing)}")
     return report
+
+
+def _lenient_lines(path: PathLike, add: Callable[[int | None, str, str, str], None]) -> Iterator[tuple[int, str]]:
+    """Non-blank, non-comment lines; a line that is not UTF-8 is a finding (kind ``encoding``), not the end.
+
+    A damaged gzip stream still raises: nothing after it can be read. An empty file raises the
+    ``file is empty`` :class:`InputError` that :func:`validate_run` reports as a finding.
+    """
+    seen = False
+    with open_binary(path) as handle:
+        for number, raw in iter_raw_lines(path, handle):
+            try:
+                text = decode_line(path, number, raw)
+            except InputError as err:
+                seen = True
+                add(number, "error", "encoding", err.problem)
+                continue
+            if not text.strip() or text.lstrip().startswith("#"):
+                continue
+            seen = True
+            yield number, text
+    if not seen:
+        raise InputError(path, None, "file is empty")
 
 
 def _check_rank_order(
