@@ -158,7 +158,8 @@ def memory(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> None:
     o = out / "memory"
     o.mkdir(parents=True, exist_ok=True)
     cmds = rec.setdefault("commands", {})
-    checkpoint = args.memory_checkpoint or (out / "quora" / f"densetrans-densetrans-d{args.densetrans_d_model}-s{args.densetrans_steps}")
+    default = out / "quora" / f"densetrans-densetrans-d{args.densetrans_d_model}-s{args.densetrans_steps}"
+    checkpoint = args.memory_checkpoint or default
     questions = [json.loads(line) for line in (q / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     for size in (25_000, 250_000):
         corpus = o / f"corpus.{size}.jsonl"

@@ -23,11 +23,11 @@ from typing import Any, Iterator, NoReturn
 try:  # recent typer ships its own copy of click; its exceptions are the ones raised
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer on the real click
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 try:
     from typer.exceptions import Abort
 except ImportError:  # pragma: no cover
-    from click.exceptions import Abort
+    from click.exceptions import Abort  # type: ignore[assignment]
 
 from rankkit.cli.app import app
 from rankkit.errors import RankkitError, Terminated

@@ -273,7 +273,8 @@ def load_smart(folder: Path, docs: str, queries: str, rel: str, name: str,
     return c
 
 
-def columns(qid_at: int, docid_at: int, grade_at: int | None, width: int) -> Callable[[Path, int, list[str]], tuple[str, str, int]]:
+def columns(qid_at: int, docid_at: int, grade_at: int | None,
+            width: int) -> Callable[[Path, int, list[str]], tuple[str, str, int]]:
     """A qrels-line reader taking query, document and grade from the given columns (no grade: 1)."""
 
     def read(path: Path, number: int, fields: list[str]) -> tuple[str, str, int]:

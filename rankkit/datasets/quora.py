@@ -72,9 +72,9 @@ def duplicate_task(
         if label != 1 or ids[a] in topics:
             continue
         topics[ids[a]] = a
-        relevant = sorted(neighbours.get(a, ()), key=lambda text: int(ids[text]))
-        if relevant:
-            qrels[ids[a]] = {ids[text]: 1 for text in relevant}
+        duplicates = sorted(neighbours.get(a, ()), key=lambda text: int(ids[text]))
+        if duplicates:
+            qrels[ids[a]] = {ids[text]: 1 for text in duplicates}
     return topics, qrels
 
 

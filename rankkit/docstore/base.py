@@ -45,7 +45,7 @@ class DocStore(abc.ABC):
     def __len__(self) -> int:
         """Number of documents held."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a no-op default: stores without resources need no override)
         """Release files (and Java objects)."""
 
     def __enter__(self) -> "DocStore":

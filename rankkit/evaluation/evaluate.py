@@ -126,7 +126,7 @@ def _prepare(
             out[qid] = docs
             continue
         # The same order as rankkit.formats.sort_ranking; a heap is cheaper when keeping few documents.
-        ranking = heapq.nlargest(depth, docs.items(), key=_trec_key) if cut else sort_ranking(docs)
+        ranking = heapq.nlargest(depth, docs.items(), key=_trec_key) if cut and depth is not None else sort_ranking(docs)
         if trec_order:
             n = len(ranking)
             out[qid] = {docid: float(n - i) for i, (docid, _) in enumerate(ranking)}
@@ -165,10 +165,10 @@ def _evaluators(specs: Sequence[MeasureSpec], qrels: Qrels) -> list[_Group]:
             continue
         provider = ir_measures.pytrec_eval if pytrec else ir_measures.DefaultPipeline
         try:
-            evaluator = provider.evaluator(list(rows), qrels)
+            evaluator = provider.evaluator(list(rows), qrels)  # type: ignore[arg-type]  # Measure keys
         except ValueError as err:  # no provider can compute a measure (also checked when parsing)
             raise RankkitError(" ".join(str(err).split())) from None
-        groups.append(_Group(evaluator, rows, pytrec, None if pytrec else _deepest_cutoff(list(rows))))
+        groups.append(_Group(evaluator, rows, pytrec, None if pytrec else _deepest_cutoff(list(rows))))  # type: ignore[arg-type]
     return groups
 
 

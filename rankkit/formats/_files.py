@@ -27,7 +27,6 @@ Writing (:func:`atomic_write`, :func:`staging_dir`, :func:`check_outputs`):
 from __future__ import annotations
 
 import contextlib
-import errno
 import gzip
 import io
 import json
@@ -113,7 +112,7 @@ def open_binary(path: PathLike) -> IO[bytes]:
         raw.close()
         raise InputError(p, None, f"cannot read: {err.strerror or err}") from None
     if magic == GZIP_MAGIC:
-        return _OwningGzipFile(raw)
+        return _OwningGzipFile(raw)  # type: ignore[return-value]  # a BufferedReader over the gzip stream
     return raw
 
 
@@ -171,7 +170,7 @@ class _TextReader(io.TextIOWrapper):
             return InputError(self._source, None, f"not valid UTF-8 ({err.reason}); rankkit reads UTF-8 text only")
         return InputError(self._source, None, _gzip_problem(err, 0))
 
-    def __next__(self) -> str:
+    def __next__(self) -> str:  # type: ignore[override]  # a text wrapper yields str
         try:
             return super().__next__()
         except (UnicodeDecodeError, *_GZIP_ERRORS) as err:
