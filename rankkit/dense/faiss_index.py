@@ -270,7 +270,7 @@ def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,
         if int(value) > limit:
             raise RankkitError(f"{option} {value} exceeds the {model.name} model's {limit} positions")
         setattr(model, name, int(value))
-        model.hparams[name] = int(value)
+        setattr(model.config, name, int(value))
 
 
 def load_dense_index(index_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], faiss.Index, list[str]]:
