@@ -86,11 +86,21 @@ def rerank_options() -> list[CliOption]:
     return list(seen.values())
 
 
-def without_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator (below ``@app.command``): the command's signature without its ``**options``, until
-    :func:`install` adds the generated ones (cheap: no model is imported for other commands)."""
-    install(command, [], "")
-    return command
+#: Commands whose model options are generated: name -> (function, option builder, help panel).
+GENERATED: dict[str, tuple[Callable[..., Any], Callable[[], list[CliOption]], str]] = {}
+
+
+def model_options_of(name: str, build: Callable[[], list[CliOption]], panel: str
+                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator (below ``@app.command``): ``name``'s ``**options`` come from ``build()`` when that
+    command runs (:func:`setup_for`); until then the signature has none (no model is imported)."""
+
+    def mark(command: Callable[..., Any]) -> Callable[..., Any]:
+        install(command, [], "")
+        GENERATED[name] = (command, build, panel)
+        return command
+
+    return mark
 
 
 def install(command: Callable[..., Any], options: list[CliOption], panel: str) -> None:
@@ -190,10 +200,9 @@ def setup_for(args: list[str]) -> bool:
     command = next((a for a in args if not a.startswith("-")), None)
     if command not in ("train", "rerank"):
         return False
-    from rankkit.cli import rerank_cmd, train_cmd
-
-    install(train_cmd.train_command, train_options(), PANEL)
-    install(rerank_cmd.rerank_command, rerank_options(), RERANK_PANEL)
+    if command in GENERATED:
+        function, build, panel = GENERATED[command]
+        install(function, build(), panel)
     if command == "train" and ("--help" in args or "-h" in args):
         name = None
         for i, arg in enumerate(args):

@@ -8,12 +8,12 @@ from typing import Any, Optional
 import typer
 
 from rankkit.cli.app import app
-from rankkit.cli.model_options import rerank_settings, without_options
+from rankkit.cli.model_options import RERANK_PANEL, model_options_of, rerank_options, rerank_settings
 from rankkit.errors import RankkitError
 
 
 @app.command("rerank")
-@without_options
+@model_options_of("rerank", rerank_options, RERANK_PANEL)
 def rerank_command(
     model: str = typer.Option(..., "--model", help="Any model of rankkit train (rankkit models lists them)."),
     checkpoint: Optional[Path] = typer.Option(

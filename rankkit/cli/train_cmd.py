@@ -8,12 +8,12 @@ from typing import Any, Optional
 import typer
 
 from rankkit.cli.app import app
-from rankkit.cli.model_options import model_settings, train_options, without_options
+from rankkit.cli.model_options import PANEL, model_options_of, model_settings, train_options
 from rankkit.errors import RankkitError
 
 
 @app.command("train")
-@without_options
+@model_options_of("train", train_options, PANEL)
 def train_command(
     model: str = typer.Option(..., "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options)."),
     train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable."),
