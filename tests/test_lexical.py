@@ -298,8 +298,9 @@ def test_cli_index_and_retrieve(cli, tmp_path: Path) -> None:
 def test_cli_user_errors_are_one_line(cli, tmp_path: Path, args: list[str], message: str) -> None:
     topics = tmp_path / "q.tsv"
     write_topics(topics, {"q1": "x"})
+    (tmp_path / "not-an-index").mkdir()
     common = (
-        ["--index", tmp_path, "--topics", topics, "--output", tmp_path / "r.txt"]
+        ["--index", tmp_path / "not-an-index", "--topics", topics, "--output", tmp_path / "r.txt"]
         if args[0] == "retrieve"
         else ["--corpus", topics, "--index", tmp_path / "idx"]
     )

@@ -134,10 +134,18 @@ def main(args: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _stopped(_received[0] if _received else None)
     except OSError as err:
+        if _received:
+            _stopped(_received[0])
         if os.environ.get("RANKKIT_DEBUG"):
             raise
         where = f"{err.filename}: " if err.filename else ""
         _fail(f"{where}{err.strerror or err}", 2 if err.filename else 1)
+    except Exception:
+        # The Terminated raised by the handler can come out wrapped (an import, __set_name__ and
+        # other machinery re-raise it as another type): once a signal arrived, it is the reason.
+        if _received:
+            _stopped(_received[0])
+        raise
     if code == 130:  # typer turns KeyboardInterrupt into Exit(130)
         _stopped(_received[0] if _received else None)
     if isinstance(code, int) and code != 0:

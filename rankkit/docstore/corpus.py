@@ -231,8 +231,10 @@ def _build_into(corpus: Path, final: Path) -> None:
             # Out of the way under a temporary name, so a kill during the removal leaves only
             # something the next build recognises and removes.
             old = temporary_path(final)
-            os.replace(final, old)
-            remove_tree(old)
+            try:
+                os.replace(final, old)
+            finally:
+                remove_tree(old)
         try:
             os.replace(tmp, final)
         except OSError:

@@ -32,6 +32,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -234,6 +235,25 @@ def parse_json_object(path: PathLike, number: int, line: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- temporaries
 
 
+_DEFERRED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _block_signals() -> object | None:
+    """Hold back SIGINT/SIGTERM/SIGHUP (returns the previous mask, for :func:`_unblock_signals`).
+
+    Between creating a temporary and entering the ``try`` that removes it, an interrupt would leave
+    it behind; blocked signals stay pending and arrive, inside the ``try``, once unblocked.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+
+
+def _unblock_signals(previous: object | None) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # type: ignore[arg-type]
+
+
 def _temp_prefix(target: Path) -> str:
     # Cut long names so prefix + PID + random part stay under the 255-byte name limit.
     return f".{target.name[:180]}{TEMP_MARK}"
@@ -356,12 +376,15 @@ def staging_dir(target: PathLike) -> Iterator[Path]:
     target = Path(target)
     _make_parent(target.parent, target)
     remove_stale_temporaries(target)
+    blocked = _block_signals()
     try:
         folder = Path(tempfile.mkdtemp(prefix=f"{_temp_prefix(target)}{os.getpid()}-", dir=target.parent))
+        fd = os.open(folder, os.O_RDONLY)
     except OSError as err:
+        _unblock_signals(blocked)
         raise RankkitError(f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
-    fd = os.open(folder, os.O_RDONLY)
     try:
+        _unblock_signals(blocked)
         _lock(fd)
         yield folder
     finally:
@@ -443,12 +466,15 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
     target = Path(os.path.realpath(shown))
     _make_parent(target.parent, shown)
     remove_stale_temporaries(target)
+    blocked = _block_signals()
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f"{_temp_prefix(target)}{os.getpid()}-", dir=target.parent)
     except OSError as err:
+        _unblock_signals(blocked)
         raise RankkitError(f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
     tmp = Path(tmp_name)
     try:
+        _unblock_signals(blocked)  # a signal held back since mkstemp arrives here, inside the try
         # The lock lives on fd's open file description, held until after the rename: a concurrent
         # run's clean-up sees this temporary as in use, never as a leftover.
         _lock(fd)
