@@ -223,8 +223,12 @@ def test_mine(moment: str, signum: int, mine_data: tuple[Path, bytes], tmp_path:
         assert not has_temporary(cache), "docid table staging folder left behind"
 
 
-@pytest.mark.parametrize("signum", SIGNALS)
-@pytest.mark.parametrize("moment", ["converting", "indexing"])
+@pytest.mark.parametrize(
+    ("moment", "signum"),
+    [pytest.param("converting", signal.SIGTERM, id="converting-TERM"),
+     pytest.param("indexing", signal.SIGTERM, id="indexing-TERM"),
+     pytest.param("indexing", signal.SIGKILL, id="indexing-KILL")],
+)
 def test_index_bm25(moment: str, signum: int, tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()
