@@ -206,9 +206,24 @@ def iter_lines(path: PathLike, *, skip_comments: bool = False) -> Iterator[tuple
     bytes that are not UTF-8 or a damaged gzip stream (see the module docstring).
     """
     seen = False
-    with open_binary(path) as handle:
-        for number, raw in iter_raw_lines(path, handle):
-            line = decode_line(path, number, raw)
+    number = 0
+    # Fast path: strict text decoding of whole chunks; only a decoding error pays for a byte-level
+    # rescan that finds its line.
+    with io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="strict", newline="\n") as handle:
+        lines = iter(handle)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                break
+            except UnicodeDecodeError as err:
+                raise _locate_decode_error(path, err) from None
+            except _GZIP_ERRORS as err:
+                raise InputError(path, None, _gzip_problem(err, number)) from None
+            number += 1
+            if number == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            line = line.rstrip("\r\n")
             if not line.strip():
                 continue
             if skip_comments and line.lstrip().startswith("#"):
@@ -217,6 +232,15 @@ def iter_lines(path: PathLike, *, skip_comments: bool = False) -> Iterator[tuple
             yield number, line
     if not seen:
         raise InputError(path, None, "file is empty")
+
+
+def _locate_decode_error(path: PathLike, err: UnicodeDecodeError) -> InputError:
+    """The ``FILE:LINE`` error of the first line that is not UTF-8 (the file is read again, as bytes)."""
+    if not is_stream(path):
+        with open_binary(path) as handle:
+            for number, raw in iter_raw_lines(path, handle):
+                decode_line(path, number, raw)  # raises at the first bad line
+    return InputError(path, None, f"not valid UTF-8 ({err.reason}); rankkit reads UTF-8 text only")
 
 
 def parse_json_object(path: PathLike, number: int, line: str) -> dict[str, Any]:
