@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 # Tiny models run fastest single-threaded, and a busy 2-core machine thrashes when every test
 # process (and CLI subprocess) starts its own pool of torch threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# Docid tables go to the user cache by default; the tests keep theirs in a throw-away folder.
+os.environ.setdefault("RANKKIT_CACHE_DIR", tempfile.mkdtemp(prefix="rankkit-test-cache-"))
 
 from dataclasses import dataclass
 from pathlib import Path
