@@ -39,6 +39,9 @@ def explain_command(
         raise RankkitError(f"explain shows MatRank's matrix: --model matrank or matrank-row, not {model!r}")
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
+    from rankkit.formats._files import check_outputs
+
+    check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     ranker = load_for_inference(model, checkpoint)
     ranker.to(pick_device(device))
     with open_docstore(corpus=corpus, index=index) as store:

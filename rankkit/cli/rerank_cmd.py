@@ -52,6 +52,10 @@ def rerank_command(
         raise RankkitError("--cache-dir applies to --corpus only")
     if depth < 1:
         raise RankkitError(f"--depth must be at least 1, got {depth}")
+    from rankkit.formats._files import check_outputs
+
+    # Before any work: never overwrite an input, never find a bad output only at the rename.
+    check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     from rankkit.models import get_model_class
 
     overrides = rerank_settings(get_model_class(model), model_options)

@@ -57,7 +57,10 @@ def train_command(
 
     if alpha is not None and teacher_checkpoint is None:
         raise RankkitError("--alpha weighs distillation from a teacher: it needs --teacher-checkpoint")
+    from rankkit.formats._files import check_output_dir
+
     options = model_settings(get_model_class(model), model_options, train_options())
+    check_output_dir(output, "--output")
     config = TrainConfig(
         model=model, train=list(train), output=output, backbone=backbone, epochs=epochs, max_steps=max_steps,
         batch_size=batch_size, group_size=group_size, grad_accum=grad_accum, lr=lr, warmup=warmup,

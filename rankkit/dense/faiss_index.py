@@ -30,7 +30,7 @@ import numpy as np
 
 from rankkit.console import log
 from rankkit.dense import encode as enc
-from rankkit.errors import RankkitError
+from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.indexes import new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
@@ -161,6 +161,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         raise RankkitError(f"unknown faiss kind {faiss_kind!r}; known: {', '.join(FAISS_KINDS)}")
     index, count = enc.parse_shard(shard)
     folder = Path(index_dir)
+    if not Path(corpus).exists():  # before anything is written into the index folder
+        raise InputError(corpus, None, "no such file or directory")
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
     model = load_bi_encoder(model_name, checkpoint, device)
@@ -277,7 +279,11 @@ def load_dense_index(index_dir: str | os.PathLike[str]) -> tuple[dict[str, Any],
     """``(metadata, faiss index, docids)`` of a finished dense index folder."""
     folder = Path(index_dir)
     meta = read_manifest(folder, kinds=("dense",))
-    index = faiss.read_index(str(folder / INDEX_FILE))
+    try:
+        index = faiss.read_index(str(folder / INDEX_FILE))
+    except RuntimeError as err:  # faiss reports unreadable or truncated files as RuntimeError
+        message = " ".join(str(err).split())
+        raise InputError(folder / INDEX_FILE, None, f"not a readable faiss index ({message[:160]})") from None
     docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines()
     if len(docids) != index.ntotal:
         raise RankkitError(f"{folder}: {len(docids)} docids for {index.ntotal} vectors; rebuild the index")

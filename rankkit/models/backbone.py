@@ -63,7 +63,12 @@ def load_tokenizer(folder: str | os.PathLike[str]) -> Any:
 
 
 def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel:
-    """The transformer encoder (``AutoModel``, no task head) saved in ``folder``."""
+    """The transformer encoder (``AutoModel``, no task head) saved in ``folder`` (safetensors weights only)."""
+    path = Path(folder)
+    if not list(path.glob("*.safetensors")):
+        pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
+        why = f" (found {', '.join(pickled)}: pickle files can run code when loaded)" if pickled else ""
+        raise InputError(path, None, f"no model.safetensors: rankkit loads only safetensors weights{why}")
     try:
         return AutoModel.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, RuntimeError) as err:  # missing files, bad config, mismatched weights
@@ -143,3 +148,35 @@ def write_tiny_backbone(folder: str | os.PathLike[str], *, words: Iterable[str] 
         model = BertModel(tiny_bert_config(len(vocab), **config))
     model.save_pretrained(str(out))
     return out
+
+
+def read_safetensors(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, or a one-line error naming the file (truncated, corrupt, absent)."""
+    import safetensors.torch
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(file, None, "no such file")
+    try:
+        return safetensors.torch.load_file(str(file))
+    except Exception as err:  # safetensors raises its own SafetensorError (and OSError) on bad bytes
+        raise InputError(file, None, f"not a readable safetensors file ({' '.join(str(err).split())[:200]})") from None
+
+
+def load_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], path: str | os.PathLike[str],
+                 model: str) -> None:
+    """``module.load_state_dict(state, strict=True)``, a mismatch reported as one line naming the file."""
+    own = module.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    wrong = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or wrong:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing weight(s) of a {model} model (first: {missing[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected weight(s) (first: {unexpected[0]})")
+        if wrong:
+            parts.append(f"{len(wrong)} weight(s) of another shape (first: {wrong[0]})")
+        raise InputError(path, None, "weights do not fit: " + "; ".join(parts) + " (another model's checkpoint?)")
+    module.load_state_dict(state, strict=True)

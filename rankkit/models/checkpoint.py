@@ -125,8 +125,15 @@ def load_for_inference(model_name: str, checkpoint: str | os.PathLike[str] | Non
     cls = get_model_class(model_name)
     if checkpoint is not None and is_checkpoint(checkpoint):
         return load_model(checkpoint, expect=model_name)
-    if checkpoint is not None and not Path(checkpoint).exists():
-        raise InputError(checkpoint, None, "no such checkpoint folder")
+    if checkpoint is not None:
+        path = Path(checkpoint)
+        if not path.exists():
+            raise InputError(path, None, "no such checkpoint folder")
+        if not path.is_dir():
+            raise InputError(path, None, "is a file, expected a checkpoint folder")
+        if not (path / "config.json").is_file():
+            raise InputError(path, None, "not a rankkit checkpoint (no rankkit.json) nor a Hugging Face model "
+                                         "folder (no config.json)")
     model = cls.zero_shot(None if checkpoint is None else Path(checkpoint))
     model.eval()
     return model

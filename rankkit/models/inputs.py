@@ -115,13 +115,25 @@ def length_order(lengths: Sequence[int]) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
 
 
+#: Characters kept per token of the length limit before tokenising: a word piece never spans more
+#: (WordPiece turns a word over 100 characters into [UNK]), so the first ``max_length`` tokens are
+#: unchanged while a 10 MB text costs memory for its first few thousand characters only.
+CHARS_PER_TOKEN = 100
+
+
 def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, *,
              add_special_tokens: bool = True) -> list[list[int]]:
-    """Token ids of each text, truncated to ``max_length`` (special tokens included), unpadded."""
+    """Token ids of each text, truncated to ``max_length`` (special tokens included), unpadded.
+
+    Texts are cut to ``max_length * CHARS_PER_TOKEN`` characters first (memory bounded by the
+    model's length, not the input's).
+    """
     if not texts:
         return []
+    limit = max(1, max_length) * CHARS_PER_TOKEN
     encoded = tokenizer(
-        list(texts), add_special_tokens=add_special_tokens, truncation=True, max_length=max_length,
+        [t if len(t) <= limit else t[:limit] for t in texts], add_special_tokens=add_special_tokens,
+        truncation=True, max_length=max_length,
         padding=False, return_attention_mask=False, return_token_type_ids=False,
     )
     return [list(ids) for ids in encoded["input_ids"]]

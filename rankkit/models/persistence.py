@@ -42,7 +42,7 @@ class EncoderHeadFiles:
         except (json.JSONDecodeError, KeyError, ValueError, TypeError) as err:
             raise InputError(config_path, None, f"not a rankkit {cls.name} config: {err}") from None
         model: Any = cls(AutoModel.from_config(encoder_config), bb.load_tokenizer(folder), config)  # type: ignore[call-arg]
-        model.load_state_dict(safetensors.torch.load_file(str(weights)), strict=True)
+        bb.load_weights(model, bb.read_safetensors(weights), weights, cls.name)
         return model
 
     def save(self, folder: Path) -> None:

@@ -78,17 +78,17 @@ class Trainer:
                 f"size {config.batch_size} x grad-accum {config.grad_accum} x {dist.world_size} processes)")
         self.total_steps = config.max_steps or (config.epochs or 1) * self.steps_per_epoch
 
+        self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
+        if teacher is None and self.loss.needs_teacher:
+            raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
+        if teacher is not None and not self.loss.uses_teacher and dist.main:
+            warn(f"--teacher is ignored by --loss {self.loss.name} (only losses that read teacher scores use it)")
         seed_everything(config.seed)  # identical initial weights on every rank
         settings = {**config.model_options, "max_query_length": config.max_query_length,
                     "max_doc_length": config.max_doc_length}
         model_config = cls.config_class.build(settings, cls.name)
         model_config.backbone = None if config.backbone is None else str(config.backbone)
         self.model = cls.for_training(config.backbone, model_config)
-        self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
-        if teacher is None and self.loss.needs_teacher:
-            raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
-        if teacher is not None and not self.loss.uses_teacher and dist.main:
-            warn(f"--teacher is ignored by --loss {self.loss.name} (only losses that read teacher scores use it)")
         self.model.to(dist.device)
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,

@@ -239,7 +239,7 @@ class DenseTrans(BiEncoder):
         weights = folder / "model.safetensors"
         if not weights.is_file():
             raise InputError(weights, None, "no such file")
-        model.network.load_state_dict(safetensors.torch.load_file(str(weights)), strict=True)
+        bb.load_weights(model.network, bb.read_safetensors(weights), weights, cls.name)
         return model
 
     def save(self, folder: Path) -> None:
