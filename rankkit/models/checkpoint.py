@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
+from rankkit.formats._files import staging_dir
 from rankkit.models.base import RankingModel
 from rankkit.models.registry import get_model_class
 
@@ -84,14 +83,13 @@ def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mappin
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=target))
-    try:
+    # Staged inside the folder (same file system for the renames) under rankkit's temporary mark:
+    # a save killed by SIGKILL leaves it behind and the next save removes it.
+    with staging_dir(target / ".model") as tmp:
         write_model_files(model, tmp, meta)
         names = sorted(p.name for p in tmp.iterdir())
         for name in [n for n in names if n != RANKKIT_JSON] + [RANKKIT_JSON]:
             os.replace(tmp / name, target / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
 from rankkit.errors import InputError, RankkitError
+from rankkit.formats._files import staging_dir
 from rankkit.models import RankingModel
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
@@ -38,17 +38,17 @@ def save_step_checkpoint(output: Path, model: RankingModel, meta: Mapping[str, A
                          *, keep: int = 1) -> Path:
     """Write ``OUTPUT/checkpoints/step-N`` atomically (temporary folder renamed), keep the newest ``keep``."""
     final = step_dir(output, int(trainer_state["step"]))
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
-    try:
+    # A locked staging folder with rankkit's temporary mark: one left by a SIGKILL is removed by the
+    # next save into the same folder (rankkit.formats._files.staging_dir).
+    with staging_dir(final) as staging:
+        tmp = staging / "checkpoint"
+        tmp.mkdir()
         write_model_files(model, tmp, meta)
         write_json(tmp / TRAINER_STATE, trainer_state)
         torch.save(dict(optimizer_state), tmp / OPTIMIZER_STATE)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     if keep > 0:
         for old in list_step_checkpoints(output)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
