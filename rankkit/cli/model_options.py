@@ -157,7 +157,8 @@ def rerank_settings(cls: type[RankingModel], given: dict[str, Any]) -> dict[str,
         if value is None:
             continue
         if opt.decls not in specs:
-            owners = ", ".join(_owners(opt.setting, _models(), rerank=True))
+            owners = ", ".join(name for name, model in sorted(_models().items())
+                               if any(s.rerank_flag == opt.decls for s in model.config_class.specs()))
             raise RankkitError(f"{opt.decls} applies to document models only ({owners}), not {cls.name!r}")
         spec = specs[opt.decls]
         out[spec.name] = spec.check(value, cls.name, opt.decls)

@@ -73,7 +73,9 @@ class TrainResult:
 
 def check_config(config: TrainConfig) -> type[RankingModel]:
     """The model class, after checking the numeric settings and the model's own options."""
-    for name in ("batch_size", "group_size", "grad_accum", "log_every"):
+    if config.seed < 0:
+        raise RankkitError(f"--seed must be at least 0, got {config.seed}")
+    for name in ("batch_size", "group_size", "grad_accum", "log_every", "dev_max_candidates"):
         if getattr(config, name) < 1:
             raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("keep_checkpoints",):
