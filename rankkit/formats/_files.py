@@ -52,7 +52,7 @@ PathLike = str | os.PathLike[str]
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
-#: Marks every temporary file or folder rankkit creates beside an output: ``.NAME.rktmp-PID-XXXX``.
+#: Marks every temporary file or folder rankkit creates beside an output: ``.NAME.rktmp-PID-RANDOM``.
 TEMP_MARK = ".rktmp-"
 #: A leftover whose lock is free but whose PID is alive (PID reuse) is stale after this long.
 STALE_AFTER_SECONDS = 3600.0
@@ -448,6 +448,19 @@ def _is_stdout(path: PathLike) -> bool:
 
 
 @contextlib.contextmanager
+def _text_writer(binary: IO[bytes], gzipped: bool) -> Iterator[IO[str]]:
+    """UTF-8 text with ``\\n`` line ends over ``binary``, gzipped when asked (mtime 0 and no file
+    name, so gzipped outputs are byte-identical between runs)."""
+    if gzipped:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=binary, mtime=0) as raw:
+            with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as handle:
+                yield handle
+    else:
+        with io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as handle:
+            yield handle
+
+
+@contextlib.contextmanager
 def _write_through(path: PathLike) -> Iterator[IO[str]]:
     """Write into a stream output as it comes (a pipe cannot be renamed over, nor made atomic)."""
     if _is_stdout(path):
@@ -460,14 +473,8 @@ def _write_through(path: PathLike) -> Iterator[IO[str]]:
         binary = open(path, "ab")
     except OSError as err:
         raise RankkitError(f"cannot write {path}: {err.strerror or err}") from None
-    with binary:
-        if is_gzip(path):
-            with gzip.GzipFile(filename="", mode="wb", fileobj=binary, mtime=0) as raw:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as handle:
-                    yield handle
-        else:
-            with io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as handle:
-                yield handle
+    with binary, _text_writer(binary, is_gzip(path)) as handle:
+        yield handle
 
 
 @contextlib.contextmanager
@@ -503,15 +510,8 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         # run's clean-up sees this temporary as in use, never as a leftover.
         _lock(fd)
         binary = io.open(fd, "wb", closefd=False)
-        with binary:
-            if is_gzip(target):
-                # mtime=0 and no file name keep gzipped outputs byte-identical between runs.
-                with gzip.GzipFile(filename="", mode="wb", fileobj=binary, mtime=0) as raw:
-                    with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as handle:
-                        yield handle
-            else:
-                with io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as handle:
-                    yield handle
+        with binary, _text_writer(binary, is_gzip(target)) as handle:
+            yield handle
         try:
             # An in-place rewrite keeps the file's permissions; a new file gets what open() would give.
             mode = stat.S_IMODE(os.stat(target).st_mode)
