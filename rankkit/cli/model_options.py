@@ -47,13 +47,10 @@ def _models() -> dict[str, type[RankingModel]]:
     return MODELS
 
 
-def _owners(setting: str, models: dict[str, type[RankingModel]], rerank: bool) -> list[str]:
-    out = []
-    for name, cls in sorted(models.items()):
-        specs = cls.config_class.specs()
-        if any(s.name == setting and (s.rerank_flag if rerank else s.cli) for s in specs):
-            out.append(name)
-    return out
+def _owners(setting: str, models: dict[str, type[RankingModel]]) -> list[str]:
+    """The models with a ``rankkit train`` option for ``setting``."""
+    return [name for name, cls in sorted(models.items())
+            if any(s.name == setting and s.cli for s in cls.config_class.specs())]
 
 
 def train_options() -> list[CliOption]:
@@ -63,7 +60,7 @@ def train_options() -> list[CliOption]:
     for name, cls in sorted(models.items()):
         for spec in cls.config_class.model_options():
             if spec.name not in seen:
-                owners = ", ".join(_owners(spec.name, models, rerank=False))
+                owners = ", ".join(_owners(spec.name, models))
                 kind = spec.kind
                 seen[spec.name] = CliOption(spec.name, kind, spec.flag, f"{owners}: {spec.help}", spec.name)
             for flag, value in spec.aliases.items():

@@ -37,7 +37,8 @@ def get_model_class(name: str) -> type[RankingModel]:
 
 
 def create_model(name: str, backbone: str | Path | None = None, **settings: Any) -> RankingModel:
-    """A fresh model ``name`` to train (or use untrained), its settings checked against its declaration.
+    """A fresh model ``name`` to train (or use untrained), its settings checked against its declaration
+    and the backbone recorded in them (the one place that records it; ``rankkit train`` builds here).
 
     ``create_model("matrank", encoder="bi")`` is what ``rankkit train --model matrank --encoder bi``
     builds before its first step (the packaged MiniLM when ``backbone`` is None).

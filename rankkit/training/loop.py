@@ -28,7 +28,7 @@ from rankkit import __version__
 from rankkit.console import log, progress_bar, warn
 from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
-from rankkit.models import RankingModel
+from rankkit.models import RankingModel, create_model
 from rankkit.models.checkpoint import is_checkpoint, save_model
 from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
@@ -86,9 +86,7 @@ class Trainer:
         seed_everything(config.seed)  # identical initial weights on every rank
         settings = {**config.model_options, "max_query_length": config.max_query_length,
                     "max_doc_length": config.max_doc_length}
-        model_config = cls.config_class.build(settings, cls.name)
-        model_config.backbone = None if config.backbone is None else str(config.backbone)
-        self.model = cls.for_training(config.backbone, model_config)
+        self.model = create_model(cls.name, config.backbone, **settings)
         self.model.to(dist.device)
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,

@@ -219,7 +219,6 @@ class DenseTrans(BiEncoder):
             d_model = int(config.d_model or 384)
         config.vocab_size = len(tokenizer)
         config.d_model = d_model
-        config.backbone = str(backbone) if backbone is not None else None
         model = cls(tokenizer, config)
         tokens = model.network.tokens.weight
         with torch.no_grad():

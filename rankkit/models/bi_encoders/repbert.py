@@ -97,7 +97,6 @@ class RepBERT(BiEncoder):
             config.doc_segment_id = 1
         if config.normalize is None:
             config.normalize = False
-        config.backbone = str(backbone) if backbone is not None else None
         return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), config)
 
     @classmethod

@@ -97,7 +97,6 @@ class DocumentModel(EncoderHeadFiles, RankingModel):
     def for_training(cls, backbone: Path | None, config: ModelConfig) -> "DocumentModel":
         """A fresh model on ``backbone``'s weights (packaged MiniLM by default) with a new head."""
         folder = bb.resolve_backbone(backbone)
-        config.backbone = str(backbone) if backbone is not None else None
         return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), config)
 
     @abc.abstractmethod
