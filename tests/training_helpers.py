@@ -98,3 +98,14 @@ def build_model(cls, backbone, options=None):
     """``cls.for_training(backbone, config)`` with the config built from an options dict (the old
     ``for_training(backbone, options)`` form): ``None`` values = not given, derived defaults resolved."""
     return cls.for_training(backbone, cls.config_class.build(dict(options or {}), cls.name))
+
+
+def small_model_options(name: str) -> dict[str, int]:
+    """Settings that make the tiny topic documents several passages/pieces for the document models."""
+    if name in ("maxp", "sump") or name.startswith("parade-"):
+        return {"window": 6, "stride": 4, "max_passages": 3}
+    if name == "firstp":
+        return {"window": 6}
+    if name == "matrank-split":
+        return {"piece_length": 6, "max_pieces": 2}
+    return {}

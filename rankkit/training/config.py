@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rankkit.devices import PRECISIONS
 from rankkit.errors import RankkitError
 from rankkit.models import RankingModel, get_model_class
 
@@ -48,6 +49,9 @@ class TrainConfig:
     teacher_checkpoint: Path | None = None
     alpha: float = 0.5
     log_every: int = 10
+    #: ``fp32``, ``bf16`` (autocast on CPU and CUDA) or ``fp16`` (autocast with loss scaling, CUDA only);
+    #: the weights, the optimiser state and every checkpoint stay fp32 (:mod:`rankkit.devices`).
+    precision: str = "fp32"
     model_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -90,6 +94,8 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
             raise RankkitError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
     if not 0.0 <= config.alpha <= 1.0:
         raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")
+    if config.precision not in PRECISIONS:
+        raise RankkitError(f"unknown precision {config.precision!r}; use {', '.join(PRECISIONS)}")
     cls = get_model_class(config.model)
     own = {s.name for s in cls.config_class.model_options()}
     unknown = sorted(k for k, v in config.model_options.items() if v is not None and k not in own)

@@ -26,6 +26,7 @@ import torch
 
 from rankkit import __version__
 from rankkit.console import log, progress_bar, warn
+from rankkit.devices import autocast, check_precision
 from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
 from rankkit.models import RankingModel, create_model
@@ -60,6 +61,10 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
         self.config, self.dist, self.output = config, dist, Path(config.output)
+        check_precision(config.precision, dist.device)  # fp16 on a CPU: refused before any work
+        # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
+        # fp32 needs nothing: a disabled scaler passes losses and steps through unchanged.
+        self.scaler = torch.amp.GradScaler(dist.device.type, enabled=config.precision == "fp16")
         self.resume_from = rs.check_output(self.output, config.resume, is_checkpoint(self.output))
         self.groups, self.data = load_training_data(config.train)
         self.dev_groups: list[TrainingGroup] = [g for path in config.dev for g in read_groups(path)]
@@ -109,6 +114,8 @@ class Trainer:
             "seed": config.seed, "total_steps": self.total_steps, "optimizer": config.optimizer,
             **({} if config.teacher_checkpoint is None
                else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha}),
+            # Recorded only when not fp32, so step checkpoints written before --precision existed still resume.
+            **({} if config.precision == "fp32" else {"precision": config.precision}),
         }
         if self.resume_from is not None:
             self.restore(self.resume_from)
@@ -128,6 +135,8 @@ class Trainer:
         self.model.to(self.dist.device)
         self.optimizer.load_state_dict(optim["optimizer"])
         self.scheduler.load_state_dict(optim["scheduler"])
+        if "scaler" in optim:
+            self.scaler.load_state_dict(optim["scaler"])
         rng = optim["rng"]
         rs.set_rng_state(rng[self.dist.rank] if len(rng) == self.dist.world_size else rng[0])
         self.step, self.best = int(state["step"]), state.get("best_dev_mrr")
@@ -148,6 +157,7 @@ class Trainer:
             "seed": c.seed, "loss": self.loss.name, "teacher": None if c.teacher is None else str(c.teacher),
             "teacher_checkpoint": None if c.teacher_checkpoint is None else str(c.teacher_checkpoint),
             "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
+            "precision": c.precision,
         }
         return {"training": training, "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
                 "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),
@@ -161,8 +171,9 @@ class Trainer:
             c = self.config
             # About as many documents per forward pass as a training micro-batch.
             per_pass = max(1, c.batch_size * c.group_size // max(1, c.dev_max_candidates))
-            result = evaluate_groups(self.model, self.dev_groups, batch_size=per_pass,
-                                     max_candidates=c.dev_max_candidates, device=self.dist.device)
+            with autocast(c.precision, self.dist.device):  # dev scores as the training forward computes them
+                result = evaluate_groups(self.model, self.dev_groups, batch_size=per_pass,
+                                         max_candidates=c.dev_max_candidates, device=self.dist.device)
             self.metrics.update(result)
             rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "epoch": epoch, **result})
             log(f"step {self.step}: dev MRR {result['dev_mrr']:.4f}")
@@ -177,7 +188,8 @@ class Trainer:
         if self.dist.main:
             state = {"step": self.step, "best_dev_mrr": self.best, "metrics": self.metrics,
                      "resume_keys": self.resume_keys}
-            optim = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "rng": rngs}
+            optim = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "rng": rngs,
+                     **({"scaler": self.scaler.state_dict()} if self.scaler.is_enabled() else {})}
             rs.save_step_checkpoint(self.output, self.model, self.meta(), state, optim,
                                     keep=self.config.keep_checkpoints)
         self.dist.barrier()
@@ -190,15 +202,20 @@ class Trainer:
             batch = self.model.prepare(batch).to(self.dist.device)
             sync = m == c.grad_accum - 1 or not self.dist.active
             with (nullcontext() if sync else self.objective.no_sync()):  # type: ignore[operator]
-                teacher = None if self.kd_teacher is None else self.kd_teacher.scores(batch)
-                loss = self.objective(batch, teacher) / c.grad_accum
-                loss.backward()
+                # Autocast covers the forward pass and the loss only; backward runs outside it and
+                # the gradients land on the fp32 master weights.
+                with autocast(c.precision, self.dist.device):
+                    teacher = None if self.kd_teacher is None else self.kd_teacher.scores(batch)
+                    loss = self.objective(batch, teacher).float() / c.grad_accum
+                self.scaler.scale(loss).backward()
             total += float(loss.detach())
         if not math.isfinite(total):
             raise RankkitError(f"loss became {total} at step {self.step + 1}; lower --lr")
         if c.max_grad_norm > 0:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed, and the scale lowered
+        self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
@@ -210,7 +227,8 @@ class Trainer:
             self.output.mkdir(parents=True, exist_ok=True)
             log(f"training {self.model.name} on {len(self.groups):,} groups: {self.total_steps:,} steps of "
                 f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
-                f"{self.warmup} steps, device {dist.device}" + (f", {dist.world_size} processes" if dist.active else "")
+                f"{self.warmup} steps, device {dist.device}, {c.precision}"
+                + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} (alpha {c.alpha:g})" if self.kd_teacher else ""))
         running, started, start_step = 0.0, time.perf_counter(), self.step
         with progress_bar("ex", transient=False) as bar:

@@ -24,7 +24,8 @@ teacher here is a model scoring exactly the candidates the student sees.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
+from typing import Any, TypeVar
 
 import torch
 
@@ -33,6 +34,34 @@ from rankkit.models import RankingModel
 from rankkit.models.checkpoint import load_model
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import Loss
+from rankkit.models.outputs import RankingOutput
+
+Output = TypeVar("Output", bound=RankingOutput)
+
+
+def _fp32(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.is_floating_point() else value
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple such as MatrixOutput
+        return type(value)(*(_fp32(v) for v in value))
+    return value
+
+
+def fp32_output(output: Output) -> Output:
+    """``output`` with every floating tensor in float32 (the same object's tensors when already fp32).
+
+    Under ``--precision bf16|fp16`` the network's outputs come out of autocast in half precision;
+    the losses then run on fp32 copies with autocast off (CPU autocast would keep softmax and
+    log-softmax in bf16), so only the network's matmuls run in reduced precision.
+    """
+    assert is_dataclass(output)
+    return replace(output, **{f.name: _fp32(getattr(output, f.name)) for f in fields(output) if f.init})
+
+
+def fp32_loss(loss: Loss, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+    """``loss(output, batch)`` in float32 with autocast switched off (see :func:`fp32_output`)."""
+    with torch.autocast(output.scores.device.type, enabled=False):
+        return loss(fp32_output(output), batch)
 
 
 def check_alpha(alpha: float) -> float:
@@ -63,7 +92,7 @@ class TrainingObjective(torch.nn.Module):
         self.loss = loss
 
     def forward(self, batch: GroupBatch, teacher_scores: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
-        return self.loss(self.model(batch), batch)
+        return fp32_loss(self.loss, self.model(batch), batch)
 
 
 class Teacher:
@@ -103,6 +132,7 @@ class DistillationObjective(TrainingObjective):
     def forward(self, batch: GroupBatch, teacher_scores: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
         if teacher_scores is None:
             raise ValueError("DistillationObjective needs the teacher's scores")
-        output = self.model(batch)
-        own = self.loss(output, batch) if self.alpha > 0 else output.scores.sum() * 0.0
-        return self.alpha * own + (1.0 - self.alpha) * distillation_mse(output.scores, teacher_scores, batch.mask)
+        output = fp32_output(self.model(batch))
+        with torch.autocast(output.scores.device.type, enabled=False):
+            own = self.loss(output, batch) if self.alpha > 0 else output.scores.sum() * 0.0
+            return self.alpha * own + (1.0 - self.alpha) * distillation_mse(output.scores, teacher_scores, batch.mask)

@@ -124,7 +124,9 @@ def check_resume_keys(folder: Path, saved: Any, current: Mapping[str, Any]) -> N
     """Refuse to resume when the settings that shape the run differ from the interrupted run's."""
     current = json.loads(json.dumps(current))
     if saved != current:
-        differ = sorted(k for k in current if (saved or {}).get(k) != current[k])
+        saved = saved if isinstance(saved, dict) else {}
+        # Keys on either side: optional settings (e.g. precision) are recorded only when given.
+        differ = sorted(k for k in set(current) | set(saved) if saved.get(k) != current.get(k))
         raise RankkitError(f"cannot resume {folder}: settings differ from the interrupted run ({', '.join(differ)})")
 
 

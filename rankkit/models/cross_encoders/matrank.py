@@ -82,6 +82,7 @@ def masked_log_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def aggregate(S: torch.Tensor, mask: torch.Tensor) -> MatrixOutput:
     """Eqs. 3-7 from a raw ``[G, M, M]`` matrix: zero the diagonal (and masked rows/columns), take
     row and column means over the query's real candidates, then the two softmaxes."""
+    S = S.float()  # means and softmaxes in fp32 under --precision bf16/fp16 (no-op in fp32)
     m = S.shape[-1]
     pair = mask[:, :, None] & mask[:, None, :] & ~torch.eye(m, dtype=torch.bool, device=S.device)
     S = S * pair.to(S.dtype)

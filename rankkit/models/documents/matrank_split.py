@@ -46,6 +46,7 @@ def piece_matrix(raw: torch.Tensor, pmask: torch.Tensor) -> MatrixOutput:
     ``c = -maxpool(-c^)`` ``[G, S]`` (0 for documents without pieces), and ``log beta^``/``log omega^``
     over the documents that have pieces.
     """
+    raw = raw.float()  # means and softmaxes in fp32 under --precision bf16/fp16 (no-op in fp32)
     g, s, k = pmask.shape
     real = pmask.reshape(g, s * k)
     document = torch.arange(s, device=raw.device).repeat_interleave(k)

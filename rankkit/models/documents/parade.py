@@ -110,7 +110,8 @@ class ParadeAttn(Parade):
 
     def weights(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Eq. 3: ``w [D, N]``, zero on padded passages (a finite fill keeps gradients finite)."""
-        logits = self.attention(p).squeeze(-1).masked_fill(~mask, torch.finfo(p.dtype).min)
+        logits = self.attention(p).squeeze(-1)  # bf16 under autocast: fill with its own dtype's minimum
+        logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
         return torch.softmax(logits, dim=1) * mask.to(p.dtype)
 
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
