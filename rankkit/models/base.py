@@ -19,10 +19,11 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 from rankkit.errors import RankkitError
 from rankkit.models.config import ModelConfig
@@ -38,6 +39,36 @@ class TrainingDefaults:
     lr: float = 2e-5
     weight_decay: float = 0.01
     adam_betas: tuple[float, float] = (0.9, 0.999)
+
+
+class ActivationCheckpointing:
+    """Mixin of a module that runs its *own* blocks (layers rankkit drives itself, not a transformers
+    model's): with :attr:`checkpoint_blocks` on, :meth:`run_block` recomputes a block's activations in
+    the backward pass instead of keeping them (``torch.utils.checkpoint``, non-reentrant, which
+    restores the RNG state so dropout masks are the same in the recomputation).
+
+    :attr:`drives_encoder_layers`: the module calls the layers of a transformers encoder itself
+    (the Set-Encoder), so that encoder's own checkpointing would never run and is not switched on.
+    """
+
+    checkpoint_blocks: bool = False
+    drives_encoder_layers: ClassVar[bool] = False
+
+    def run_block(self, block: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``block(*args, **kwargs)``, checkpointed when switched on, training and building a graph."""
+        if self.checkpoint_blocks and getattr(self, "training", False) and torch.is_grad_enabled():
+            return torch.utils.checkpoint.checkpoint(block, *args, use_reentrant=False, **kwargs)
+        return block(*args, **kwargs)
+
+
+def enable_transformers_checkpointing(module: torch.nn.Module) -> None:
+    """A transformers model's own activation checkpointing, non-reentrant (works with frozen inputs and DDP)."""
+    kwargs = {"use_reentrant": False}
+    enable = getattr(module, "activation_checkpointing_enable", None)  # transformers >= 5 name
+    if callable(enable):
+        enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]
 
 
 class RankingModel(torch.nn.Module, abc.ABC):
@@ -88,6 +119,30 @@ class RankingModel(torch.nn.Module, abc.ABC):
     @abc.abstractmethod
     def forward(self, batch: GroupBatch) -> RankingOutput:  # type: ignore[override]
         """Scores of each group's own candidates (``[G, S]``; masked slots any value) of a prepared batch."""
+
+    def enable_gradient_checkpointing(self) -> list[str]:
+        """Activation checkpointing (``rankkit train --gradient-checkpointing``): activations of the
+        transformer blocks are recomputed in the backward pass instead of stored, trading about one
+        more forward pass for memory. Switches on every transformers encoder's own checkpointing and
+        every :class:`ActivationCheckpointing` module's blocks (DenseTrans' layers, the Set-Encoder's
+        inter-passage attention layers, PARADE-Transformer's aggregator); returns their names for the
+        training log. A model with none of them refuses.
+        """
+        done: list[str] = []
+        driven: list[str] = []  # encoders whose layers an ActivationCheckpointing module runs itself
+        for name, module in self.named_modules():
+            if isinstance(module, ActivationCheckpointing):
+                module.checkpoint_blocks = True
+                done.append(f"{name or 'model'} (own blocks)")
+                if module.drives_encoder_layers:
+                    driven.append(f"{name}." if name else "")
+            elif getattr(module, "supports_gradient_checkpointing", False) and not any(
+                    name.startswith(prefix) for prefix in driven):
+                enable_transformers_checkpointing(module)
+                done.append(f"{name} ({type(module).__name__})")
+        if not done:
+            raise RankkitError(f"model {self.name!r} has no transformer blocks to checkpoint")
+        return done
 
     # -- inference ----------------------------------------------------------------------------
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],

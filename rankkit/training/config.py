@@ -52,6 +52,8 @@ class TrainConfig:
     #: ``fp32``, ``bf16`` (autocast on CPU and CUDA) or ``fp16`` (autocast with loss scaling, CUDA only);
     #: the weights, the optimiser state and every checkpoint stay fp32 (:mod:`rankkit.devices`).
     precision: str = "fp32"
+    #: Recompute the transformer blocks' activations in the backward pass (less memory, ~1 more forward).
+    gradient_checkpointing: bool = False
     model_options: dict[str, Any] = field(default_factory=dict)
 
 

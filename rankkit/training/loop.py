@@ -92,6 +92,10 @@ class Trainer:
         settings = {**config.model_options, "max_query_length": config.max_query_length,
                     "max_doc_length": config.max_doc_length}
         self.model = create_model(cls.name, config.backbone, **settings)
+        if config.gradient_checkpointing:
+            parts = self.model.enable_gradient_checkpointing()
+            if dist.main:
+                log(f"activation checkpointing: {', '.join(parts)}")
         self.model.to(dist.device)
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
@@ -157,7 +161,7 @@ class Trainer:
             "seed": c.seed, "loss": self.loss.name, "teacher": None if c.teacher is None else str(c.teacher),
             "teacher_checkpoint": None if c.teacher_checkpoint is None else str(c.teacher_checkpoint),
             "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
-            "precision": c.precision,
+            "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing,
         }
         return {"training": training, "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
                 "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),

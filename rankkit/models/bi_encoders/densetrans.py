@@ -54,7 +54,7 @@ from torch import nn
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.models import backbone as bb
-from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
+from rankkit.models.base import ActivationCheckpointing, BiEncoder, TrainingDefaults, l2_normalize
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool
@@ -102,7 +102,7 @@ def principal_components(table: torch.Tensor, dims: int) -> torch.Tensor:
     return projected * (float(table.std()) / float(projected.std()))
 
 
-class DenseTransEncoder(nn.Module):
+class DenseTransEncoder(nn.Module, ActivationCheckpointing):
     """The network of §3.2: embeddings, N Transformer layers, dense connectivity, [CLS] pooling."""
 
     def __init__(self, vocab_size: int, d_model: int, num_layers: int, num_heads: int, ffn_multiplier: int,
@@ -134,7 +134,7 @@ class DenseTransEncoder(nn.Module):
         for layer in self.layers:
             # Eq. 5 (dense): the layer reads every earlier output, concatenated; Eq. 4 otherwise.
             inputs = torch.cat(outputs, dim=-1) if self.dense else outputs[-1]
-            outputs.append(layer(inputs, src_key_padding_mask=padding))
+            outputs.append(self.run_block(layer, inputs, src_key_padding_mask=padding))
         final = torch.cat(outputs, dim=-1) if self.concat_output else outputs[-1]
         return cls_pool(final)
 

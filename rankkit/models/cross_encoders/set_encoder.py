@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rankkit.errors import RankkitError
+from rankkit.models.base import ActivationCheckpointing
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
 from rankkit.models.cross_encoders.mono import Mono
@@ -137,11 +138,15 @@ def _bert_layers(encoder: Any) -> list[Any]:
     return list(layers)  # type: ignore[arg-type]  # checked just above
 
 
-class SetPairEncoder(CrossPairEncoder):
+class SetPairEncoder(CrossPairEncoder, ActivationCheckpointing):
     """Pair tokenisation of :class:`CrossPairEncoder`; the encoder runs with inter-passage attention.
 
-    :meth:`features` adds ``group`` (set index) and ``slot`` (position in the set) per pair.
+    :meth:`features` adds ``group`` (set index) and ``slot`` (position in the set) per pair. The
+    layers are run here (not by the transformers model), so activation checkpointing is this
+    module's own (:meth:`run_block` per layer).
     """
+
+    drives_encoder_layers = True
 
     def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
         super().__init__(encoder, tokenizer, max_query_length, max_length)
@@ -183,9 +188,14 @@ class SetPairEncoder(CrossPairEncoder):
         if project is not None:
             hidden = project(hidden)
         for layer in self.encoder.encoder.layer:
-            attended = layer.attention.output(layer.attention.self(hidden, layout), hidden)
-            hidden = layer.output(layer.intermediate(attended), attended)
+            hidden = self.run_block(self.layer_forward, layer, hidden, layout)
         return hidden[:, 0], None
+
+    @staticmethod
+    def layer_forward(layer: Any, hidden: torch.Tensor, layout: SetLayout) -> torch.Tensor:
+        """One BERT layer with inter-passage attention: attention -> attention output -> feed-forward."""
+        attended = layer.attention.output(layer.attention.self(hidden, layout), hidden)
+        return layer.output(layer.intermediate(attended), attended)
 
 
 def set_chunks(texts: Sequence[str], limit: int) -> list[list[int]]:

@@ -38,6 +38,7 @@ from torch import nn
 
 from rankkit.errors import RankkitError
 
+from rankkit.models.base import ActivationCheckpointing
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.documents.base import PassageWindowConfig, PerDocumentModel
 from rankkit.models.documents.passage_score import masked_max
@@ -168,7 +169,7 @@ class ParadeCNN(Parade):
         return total
 
 
-class ParadeTransformer(Parade):
+class ParadeTransformer(Parade, ActivationCheckpointing):
     """PARADE-Transformer (Eqs. 5-7): 2 transformer layers over ``(emb_[CLS], p_1..p_n)``."""
 
     name = "parade-transformer"
@@ -202,4 +203,5 @@ class ParadeTransformer(Parade):
         cls = self.cls_embedding.expand(p.shape[0], 1, -1)
         x = torch.cat([cls, p.masked_fill(~mask[..., None], 0.0)], dim=1) + self.positions[: n + 1]
         keep = torch.cat([mask.new_ones((p.shape[0], 1)), mask], dim=1)
-        return self.aggregator(x, src_key_padding_mask=~keep)[:, 0]  # Eqs. 5-6; d = output at [CLS]
+        # Eqs. 5-6; d = output at [CLS]. Its 2 layers are one checkpointed block with --gradient-checkpointing.
+        return self.run_block(self.aggregator, x, src_key_padding_mask=~keep)[:, 0]
