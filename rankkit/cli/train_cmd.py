@@ -43,6 +43,7 @@ def train_command(
     teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint: ALPHA x own loss + (1 - ALPHA) x score MSE (PARADE Eq. 12)."),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="With --teacher-checkpoint: weight of the student's own loss, in [0, 1] (default: 0.5)."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
+    init_checkpoint: Optional[Path] = typer.Option(None, "--init-checkpoint", help="Start from this rankkit checkpoint's weights (same model, or one with a compatible encoder) with a fresh optimiser and schedule."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute the transformer blocks' activations in the backward pass: less memory, about one more forward pass per step."),
     precision: str = typer.Option("fp32", "--precision", help="fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only). Weights and checkpoints stay fp32."),
     **model_options: Any,
@@ -71,7 +72,7 @@ def train_command(
         keep_checkpoints=keep_checkpoints, resume=resume, device=device, dev=list(dev),
         dev_max_candidates=dev_max_candidates, loss=loss, teacher=teacher, log_every=log_every,
         teacher_checkpoint=teacher_checkpoint, alpha=0.5 if alpha is None else alpha, precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
+        gradient_checkpointing=gradient_checkpointing, init_checkpoint=init_checkpoint,
         model_options=options,
     )
     run_training(config)

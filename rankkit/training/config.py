@@ -54,6 +54,8 @@ class TrainConfig:
     precision: str = "fp32"
     #: Recompute the transformer blocks' activations in the backward pass (less memory, ~1 more forward).
     gradient_checkpointing: bool = False
+    #: Start from this rankkit checkpoint's weights (fresh optimiser and schedule; :mod:`rankkit.training.warm_start`).
+    init_checkpoint: Path | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
 
 

@@ -39,6 +39,7 @@ from rankkit.training.distributed import Dist, init_distributed, params_digest
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
+from rankkit.training.warm_start import WarmStart, carry_weights
 
 BEST = "best"
 
@@ -92,6 +93,11 @@ class Trainer:
         settings = {**config.model_options, "max_query_length": config.max_query_length,
                     "max_doc_length": config.max_doc_length}
         self.model = create_model(cls.name, config.backbone, **settings)
+        self.warm_start: WarmStart | None = None
+        if config.init_checkpoint is not None and self.resume_from is None:  # a resumed run restores its own weights
+            self.warm_start = carry_weights(self.model, config.init_checkpoint)
+            if dist.main:
+                log(self.warm_start.describe())
         if config.gradient_checkpointing:
             parts = self.model.enable_gradient_checkpointing()
             if dist.main:
@@ -120,6 +126,7 @@ class Trainer:
                else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha}),
             # Recorded only when not fp32, so step checkpoints written before --precision existed still resume.
             **({} if config.precision == "fp32" else {"precision": config.precision}),
+            **({} if config.init_checkpoint is None else {"init_checkpoint": str(config.init_checkpoint)}),
         }
         if self.resume_from is not None:
             self.restore(self.resume_from)
@@ -162,6 +169,7 @@ class Trainer:
             "teacher_checkpoint": None if c.teacher_checkpoint is None else str(c.teacher_checkpoint),
             "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
             "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing,
+            "init_checkpoint": None if c.init_checkpoint is None else str(c.init_checkpoint),
         }
         return {"training": training, "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
                 "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),
@@ -229,6 +237,8 @@ class Trainer:
         c, dist = self.config, self.dist
         if dist.main:
             self.output.mkdir(parents=True, exist_ok=True)
+            if self.warm_start is not None:
+                rs.append_log(self.output / rs.TRAIN_LOG, self.warm_start.record())
             log(f"training {self.model.name} on {len(self.groups):,} groups: {self.total_steps:,} steps of "
                 f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
                 f"{self.warmup} steps, device {dist.device}, {c.precision}"
