@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -15,9 +16,12 @@ from rankkit.errors import RankkitError
 @app.command("train")
 @model_options_of("train", train_options, PANEL)
 def train_command(
-    model: str = typer.Option(..., "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options)."),
-    train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable."),
-    output: Path = typer.Option(..., "--output", "-o", help="Checkpoint folder to write."),
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
+    train: list[Path] = typer.Option([], "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable. Required, here or in --config."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Checkpoint folder to write. Required, here or in --config."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML file of settings (a paper recipe: recipes/*.toml); flags given here override it."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the merged settings (--config + flags) as TOML and exit."),
     backbone: Optional[Path] = typer.Option(None, "--backbone", help="Local Hugging Face folder (default: packaged all-MiniLM-L6-v2)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data (default: 1)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps (overrides --epochs)."),
@@ -54,25 +58,55 @@ def train_command(
     The model options below are generated from each model's declared settings:
     `rankkit train --model NAME --help` shows NAME's own options with their defaults.
     """
+    import dataclasses
+
+    from rankkit.formats._files import check_output_dir
     from rankkit.models import get_model_class
     from rankkit.training import TrainConfig
+    from rankkit.training import recipes
     from rankkit.training import train as run_training
 
-    if alpha is not None and teacher_checkpoint is None:
+    fixed = {f.name for f in dataclasses.fields(TrainConfig) if f.name != "model_options"}
+    values: dict[str, Any] = {name: ctx.params[name] for name in sorted(fixed, key=list(ctx.params).index)}
+    recipe = None
+    file_options: dict[str, Any] = {}
+    if config is not None:
+        recipe = recipes.load_recipe(config, recipes.train_kinds())
+        given = {name for name in ctx.params
+                 if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
+        for key, value in recipe.settings.items():
+            if key in fixed:
+                if key not in given:
+                    values[key] = value
+            else:
+                file_options[key] = value
+    if values["model"] is None:
+        raise RankkitError("--model is required (on the command line or as model = ... in --config)")
+    cls = get_model_class(values["model"])
+    options = {**_file_model_options(cls, file_options, config),
+               **model_settings(cls, model_options, train_options())}
+    if print_config:
+        sys.stdout.write(recipes.format_settings({**values, **options}, recipe))
+        return
+    if recipe is not None:
+        recipes.check_runnable(recipe, {**values, **options})
+    if values["alpha"] is not None and values["teacher_checkpoint"] is None:
         raise RankkitError("--alpha weighs distillation from a teacher: it needs --teacher-checkpoint")
-    from rankkit.formats._files import check_output_dir
+    for key in ("train", "output"):
+        if not values[key]:
+            raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
+    check_output_dir(values["output"], "--output")
+    settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"]}
+    run_training(TrainConfig(**settings, model_options=options))
 
-    options = model_settings(get_model_class(model), model_options, train_options())
-    check_output_dir(output, "--output")
-    config = TrainConfig(
-        model=model, train=list(train), output=output, backbone=backbone, epochs=epochs, max_steps=max_steps,
-        batch_size=batch_size, group_size=group_size, grad_accum=grad_accum, lr=lr, warmup=warmup,
-        optimizer=optimizer, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
-        max_query_length=max_query_length, max_doc_length=max_doc_length, seed=seed, save_every=save_every,
-        keep_checkpoints=keep_checkpoints, resume=resume, device=device, dev=list(dev),
-        dev_max_candidates=dev_max_candidates, loss=loss, teacher=teacher, log_every=log_every,
-        teacher_checkpoint=teacher_checkpoint, alpha=0.5 if alpha is None else alpha, precision=precision,
-        gradient_checkpointing=gradient_checkpointing, init_checkpoint=init_checkpoint,
-        model_options=options,
-    )
-    run_training(config)
+
+def _file_model_options(cls: Any, settings: dict[str, Any], config: Path | None) -> dict[str, Any]:
+    """The chosen model's settings from a config file, each checked like its command-line flag."""
+    own = {spec.name: spec for spec in cls.config_class.model_options()}
+    out = {}
+    for key, value in settings.items():
+        if key not in own:
+            flags = ", ".join(spec.name for spec in own.values()) or "none"
+            raise RankkitError(f"{config}: key {key!r} is not a setting of model {cls.name} (its settings: {flags})")
+        out[key] = own[key].check(value, cls.name, key)
+    return out
