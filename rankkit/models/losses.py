@@ -120,18 +120,23 @@ def kl_divergence(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tenso
     return terms.masked_fill(~mask, 0.0).sum(dim=1).mean()
 
 
-def matrank_loss(out: MatrixOutput, labels: torch.Tensor, mask: torch.Tensor, *, row_only: bool = False) -> torch.Tensor:
+def matrank_loss(out: MatrixOutput, labels: torch.Tensor, mask: torch.Tensor, *, row_only: bool = False,
+                 col_only: bool = False) -> torch.Tensor:
     """MatRank Eq. 8 with its sign corrected, mean over groups: ``-(y . log beta + y . log omega)``.
 
     ``y`` is 1 on positives (``labels > 0``), normalised to sum 1 (several positives share the
-    target mass). ``row_only``: the MatRank_row ablation (beta term only). Groups without a
-    positive contribute 0.
+    target mass). ``row_only``: the MatRank_row ablation (beta term only); ``col_only``: the
+    column-only ablation (omega term only). Groups without a positive contribute 0.
     """
+    if row_only and col_only:
+        raise ValueError("matrank_loss: row_only and col_only leave no term")
     y = ((labels > 0) & mask).to(out.log_beta.dtype)
     total = y.sum(dim=1, keepdim=True)
     y = y / total.clamp(min=1)
     zero = torch.zeros_like(out.log_beta)
-    loss = -(y * torch.where(mask, out.log_beta, zero)).sum(dim=1)
+    loss = zero.sum(dim=1)
+    if not col_only:
+        loss = loss - (y * torch.where(mask, out.log_beta, zero)).sum(dim=1)
     if not row_only:
         loss = loss - (y * torch.where(mask, out.log_omega, zero)).sum(dim=1)
     return loss.mean()
@@ -248,14 +253,16 @@ class InBatchSoftmaxLoss(Loss):
 
 class MatRankLoss(Loss):
     name = "matrank"
-    help = "MatRank Eq. 8 (sign corrected): -(y . log beta + y . log omega); beta only for matrank-row"
+    help = ("MatRank Eq. 8 (sign corrected): -(y . log beta + y . log omega); beta only for matrank-row, "
+            "omega only for matrank-col")
     citation = ("Luo, Yang, Guo, Li, Niu and Xu, 2022, MatRank: Text Re-ranking by Latent Preference Matrix "
                 "(Eq. 8; Eq. 12 for MatRank-Split)")
     requires = PreferenceOutput
 
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         assert isinstance(output, PreferenceOutput)
-        return matrank_loss(output.matrix, batch.labels, batch.mask, row_only=not output.use_omega)
+        return matrank_loss(output.matrix, batch.labels, batch.mask, row_only=not output.use_omega,
+                            col_only=not output.use_beta)
 
 
 LOSSES: dict[str, type[Loss]] = {cls.name: cls for cls in (

@@ -48,7 +48,9 @@ class InBatchOutput(RankingOutput):
 
 @dataclass
 class PreferenceOutput(RankingOutput):
-    """MatRank's (or MatRank-Split's) matrix aggregates; ``use_omega`` False for MatRank_row."""
+    """MatRank's (or MatRank-Split's) matrix aggregates; ``use_omega`` False for MatRank_row,
+    ``use_beta`` False for the column-only ablation (``matrank-col``)."""
 
     matrix: MatrixOutput
     use_omega: bool = True
+    use_beta: bool = True
