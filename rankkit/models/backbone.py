@@ -75,6 +75,22 @@ def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel
         raise InputError(folder, None, f"cannot load a model: {' '.join(str(err).split())}") from None
 
 
+def reset_attention_type(encoder: Any) -> None:
+    """Undo a sparse-attention backbone's switch to full attention made by its previous call.
+
+    BigBird (``attention_type`` ``block_sparse``) switches itself to ``original_full`` for good the
+    first time it sees a sequence too short for its blocks; without this reset every later call,
+    long or short, would use full attention, so a score would depend on which batches came before
+    it (training vs. a fresh ``rerank``). Called before each forward pass, it makes each batch's
+    attention a function of that batch alone (its length), as the saved config says. A no-op for
+    every other backbone.
+    """
+    wanted = getattr(getattr(encoder, "config", None), "attention_type", None)
+    setter = getattr(encoder, "set_attention_type", None)
+    if wanted is not None and callable(setter) and getattr(encoder, "attention_type", wanted) != wanted:
+        setter(wanted)
+
+
 def sentence_transformers_normalizes(folder: str | os.PathLike[str]) -> bool:
     """True when ``folder`` is a sentence-transformers model whose pipeline ends in a Normalize layer.
 

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from rankkit.errors import RankkitError
+from rankkit.models.backbone import reset_attention_type
 from rankkit.models.base import l2_normalize
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool, mean_pool
@@ -96,6 +97,7 @@ class CrossPairEncoder(PairEncoder):
         return feats
 
     def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        reset_attention_type(self.encoder)  # BigBird: each batch's attention depends on that batch only
         out = self.encoder(**features, return_dict=True)
         return cls_pool(out.last_hidden_state), None
 
