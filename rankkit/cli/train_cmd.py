@@ -40,8 +40,9 @@ def train_command(
     dev_max_candidates: int = typer.Option(100, "--dev-max-candidates", help="Candidates scored per dev group."),
     loss: Optional[str] = typer.Option(None, "--loss", help="Training objective [default: the model's]: listwise-ce, ranknet, hinge, margin-mse, kl for every model; multilabel-margin, softmax-ce for bi-encoders; matrank for the MatRank models."),
     teacher: Optional[Path] = typer.Option(None, "--teacher", help="Teacher run for ranknet/margin-mse/kl distillation."),
-    teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint: ALPHA x own loss + (1 - ALPHA) x score MSE (PARADE Eq. 12)."),
+    teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint (PARADE Eq. 12; see --distillation)."),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="With --teacher-checkpoint: weight of the student's own loss, in [0, 1] (default: 0.5)."),
+    distillation: Optional[str] = typer.Option(None, "--distillation", help="With --teacher-checkpoint: eq12 (default; PARADE Eq. 12 as written: ALPHA x point-wise cross-entropy + (1 - ALPHA) x squared logit difference per document) or loss-mse (ALPHA x --loss + (1 - ALPHA) x per-group score MSE)."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
     **model_options: Any,
 ) -> None:
@@ -57,6 +58,8 @@ def train_command(
 
     if alpha is not None and teacher_checkpoint is None:
         raise RankkitError("--alpha weighs distillation from a teacher: it needs --teacher-checkpoint")
+    if distillation is not None and teacher_checkpoint is None:
+        raise RankkitError("--distillation chooses how to distil from a teacher: it needs --teacher-checkpoint")
     from rankkit.formats._files import check_output_dir
 
     options = model_settings(get_model_class(model), model_options, train_options())
@@ -69,6 +72,7 @@ def train_command(
         keep_checkpoints=keep_checkpoints, resume=resume, device=device, dev=list(dev),
         dev_max_candidates=dev_max_candidates, loss=loss, teacher=teacher, log_every=log_every,
         teacher_checkpoint=teacher_checkpoint, alpha=0.5 if alpha is None else alpha,
+        distillation=distillation or "eq12",
         model_options=options,
     )
     run_training(config)

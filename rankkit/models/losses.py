@@ -13,8 +13,9 @@ Two shapes occur:
   by bi-encoders: :class:`MultiLabelMarginLoss` (RepBERT Eq. 4), :class:`InBatchSoftmaxLoss`
   (DenseTrans Eqs. 6-7); MatRank's Eq. 8 on its preference matrix (:class:`MatRankLoss`);
 * group losses on ``[G, S]`` scores of each group's own candidates (slot 0 = the positive, ``mask``
-  marks real slots), usable by any model: ``listwise-ce``, ``ranknet``, ``hinge``, ``margin-mse``,
-  ``kl`` (the last two need ``--teacher RUN``).
+  marks real slots), usable by any model: ``listwise-ce``, ``ranknet``, ``hinge``, ``pointwise-ce``,
+  ``margin-mse``, ``kl`` (the last two need ``--teacher RUN``); and PARADE's Eq. 12 distillation
+  terms (:func:`parade_eq12`), which the trainer's distillation objective calls.
 
 Every loss is a mean over queries (or pairs), so it does not grow with the batch size.
 """
@@ -118,6 +119,38 @@ def kl_divergence(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tenso
     p_teacher = log_p_teacher.exp()
     terms = p_teacher * (log_p_teacher - log_p_student)
     return terms.masked_fill(~mask, 0.0).sum(dim=1).mean()
+
+
+def pointwise_cross_entropy(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """PARADE's point-wise cross-entropy on single documents (§6, Table 9; Eq. 12's ``L_CE``):
+    ``-[y log sigmoid(s) + (1 - y) log(1 - sigmoid(s))]`` with ``y = 1`` for a relevant document
+    (``labels > 0``), averaged over every real document of the batch.
+
+    One logit ``s`` per document is PARADE's two-class softmax over (non-relevant, relevant) with the
+    non-relevant logit fixed at 0 (``softmax(0, s)[1] = sigmoid(s)``).
+    """
+    weight = mask.to(scores.dtype)
+    target = (labels > 0).to(scores.dtype)
+    per_doc = F.binary_cross_entropy_with_logits(scores, target, reduction="none")
+    return (per_doc * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def squared_logit_distance(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Eq. 12's ``||z^t - z^s||^2`` of PARADE (Li et al., 2023, §6): each document's squared logit
+    difference (its one logit), averaged over every real document of the batch, as a batch of
+    single-document examples averages its per-example losses."""
+    weight = mask.to(student.dtype)
+    return (((teacher.to(student.dtype) - student) ** 2) * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def parade_eq12(scores: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
+                alpha: float) -> torch.Tensor:
+    """PARADE Eq. 12 as written: ``alpha * L_CE + (1 - alpha) * ||z^t - z^s||^2`` with ``L_CE`` the
+    point-wise cross-entropy of single documents (:func:`pointwise_cross_entropy`) and the squared
+    norm of each document's logit difference (:func:`squared_logit_distance`), both averaged over the
+    batch's real documents (every document of a group is one single-document example)."""
+    ce = pointwise_cross_entropy(scores, labels, mask) if alpha > 0 else scores.sum() * 0.0
+    return alpha * ce + (1.0 - alpha) * squared_logit_distance(scores, teacher, mask)
 
 
 def matrank_loss(out: MatrixOutput, labels: torch.Tensor, mask: torch.Tensor, *, row_only: bool = False,
@@ -227,6 +260,16 @@ class KLDivergenceLoss(Loss):
         return kl_divergence(output.scores, self.teacher(batch), batch.mask)
 
 
+class PointwiseCrossEntropyLoss(Loss):
+    name = "pointwise-ce"
+    help = "cross-entropy of each document alone: relevant (label > 0) or not, sigmoid of its score (PARADE Table 9)"
+    citation = ("Li, Yates, MacAvaney, He and Sun, 2023, PARADE: Passage Representation Aggregation for "
+                "Document Reranking (§6, Table 9 and Eq. 12's L_CE)")
+
+    def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        return pointwise_cross_entropy(output.scores, batch.labels, batch.mask)
+
+
 class MultiLabelMarginLoss(Loss):
     name = "multilabel-margin"
     help = "RepBERT Eq. 4: MultiLabelMarginLoss over the in-batch matrix (in-batch negatives)"
@@ -266,7 +309,7 @@ class MatRankLoss(Loss):
 
 
 LOSSES: dict[str, type[Loss]] = {cls.name: cls for cls in (
-    ListwiseSoftmaxLoss, RankNetLoss, PairwiseHingeLoss, MarginMSELoss, KLDivergenceLoss,
+    ListwiseSoftmaxLoss, RankNetLoss, PairwiseHingeLoss, PointwiseCrossEntropyLoss, MarginMSELoss, KLDivergenceLoss,
     MultiLabelMarginLoss, InBatchSoftmaxLoss, MatRankLoss,
 )}
 
