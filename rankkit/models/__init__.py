@@ -3,7 +3,7 @@
 Nothing here imports training code (:mod:`rankkit.training`) or inference drivers. Families:
 :mod:`~rankkit.models.bi_encoders` (RepBERT, DenseTrans), :mod:`~rankkit.models.cross_encoders`
 (mono, MatRank, MatRank_row/_col, List-wise, +Attention, Set-Encoder) and :mod:`~rankkit.models.documents` (MaxP, FirstP,
-SumP, PARADE, MatRank-Split). Adding a model is one file plus one :func:`register` line.
+SumP, AvgP, k-max, PARADE, MatRank-Split). Adding a model is one file plus one :func:`register` line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rankkit.models.cross_encoders.mono import Mono
 from rankkit.models.cross_encoders.set_encoder import SetEncoder
 from rankkit.models.documents.matrank_split import MatRankSplit
 from rankkit.models.documents.parade import ParadeAttn, ParadeAvg, ParadeCNN, ParadeMax, ParadeSum, ParadeTransformer
-from rankkit.models.documents.passage_score import FirstP, MaxP, SumP
+from rankkit.models.documents.passage_score import AvgP, FirstP, KMaxP, MaxP, SumP
 from rankkit.models.registry import MODELS, create_model, get_model_class, register
 
 register(RepBERT)
@@ -34,6 +34,8 @@ register(SetEncoder)
 register(MaxP)
 register(FirstP)
 register(SumP)
+register(AvgP)
+register(KMaxP)
 register(ParadeMax)
 register(ParadeAvg)
 register(ParadeSum)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from rankkit.errors import RankkitError
 from rankkit.models.inputs import GroupBatch
-from rankkit.models.outputs import InBatchOutput, MatrixOutput, PreferenceOutput, RankingOutput
+from rankkit.models.outputs import InBatchOutput, MatrixOutput, PassageScoreOutput, PreferenceOutput, RankingOutput
 
 
 def multilabel_margin(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor | None = None,
@@ -270,6 +270,20 @@ class PointwiseCrossEntropyLoss(Loss):
         return pointwise_cross_entropy(output.scores, batch.labels, batch.mask)
 
 
+class PassageCrossEntropyLoss(Loss):
+    name = "passage-ce"
+    help = ("point-wise cross-entropy of every passage alone, labelled with its document's label "
+            "(BERT-MaxP's passage-level training; passage-score models maxp/avgp/kmaxp/sump/firstp)")
+    citation = ("Dai and Callan, 2019, Deeper Text Understanding for IR with Contextual Neural Language Modeling "
+                "(BERT-MaxP); Li et al., 2023, PARADE (ELECTRA-MaxP, Table 7)")
+    requires = PassageScoreOutput
+
+    def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        assert isinstance(output, PassageScoreOutput)
+        labels = batch.labels[..., None].expand_as(output.passage_scores)  # inherited from the document
+        return pointwise_cross_entropy(output.passage_scores, labels, output.passage_mask)
+
+
 class MultiLabelMarginLoss(Loss):
     name = "multilabel-margin"
     help = "RepBERT Eq. 4: MultiLabelMarginLoss over the in-batch matrix (in-batch negatives)"
@@ -310,7 +324,7 @@ class MatRankLoss(Loss):
 
 LOSSES: dict[str, type[Loss]] = {cls.name: cls for cls in (
     ListwiseSoftmaxLoss, RankNetLoss, PairwiseHingeLoss, PointwiseCrossEntropyLoss, MarginMSELoss, KLDivergenceLoss,
-    MultiLabelMarginLoss, InBatchSoftmaxLoss, MatRankLoss,
+    PassageCrossEntropyLoss, MultiLabelMarginLoss, InBatchSoftmaxLoss, MatRankLoss,
 )}
 
 
