@@ -23,7 +23,7 @@ EXTRA = {
     "sump": ["--window", 6, "--stride", 4, "--max-passages", 3],
     "avgp": ["--window", 6, "--stride", 4, "--max-passages", 3],
     "kmaxp": ["--window", 6, "--stride", 4, "--max-passages", 3, "--k", 2],
-    "matrank-split": ["--piece-length", 6, "--max-pieces", 2],
+    "matrank-split": ["--piece-length", 41, "--max-pieces", 2],  # 32 query + 3 special + 6 document tokens
 }
 
 

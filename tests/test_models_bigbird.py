@@ -58,7 +58,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 EXTRA: dict[str, list[object]] = {
     "firstp": ["--window", 40],  # Table 3's "BigBird" document row: one long input per document
     "maxp": ["--window", 6, "--stride", 4, "--max-passages", 3],
-    "matrank-split": ["--piece-length", 16, "--max-pieces", 2],
+    "matrank-split": ["--piece-length", 51, "--max-pieces", 2],
 }
 
 
