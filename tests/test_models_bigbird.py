@@ -62,8 +62,8 @@ EXTRA: dict[str, list[object]] = {
 }
 
 
-@pytest.mark.parametrize("name", ["mono", "matrank", "listwise", "matrank-attn", "firstp", "maxp", "matrank-split",
-                                  "repbert"])
+@pytest.mark.parametrize("name", ["mono", "matrank", "listwise", "matrank-attn", "listwise-joint", "firstp", "maxp",
+                                  "matrank-split", "repbert"])
 def test_bigbird_backbone_trains_and_reranks(cli: Callable[..., object], bigbird: Path, data: dict[str, Path],
                                              tmp_path: Path, name: str) -> None:
     ck = tmp_path / "ck"

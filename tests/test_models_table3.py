@@ -224,3 +224,63 @@ def test_listwise_trains_and_round_trips(backbone: Path, tmp_path: Path) -> None
     a = model.rerank_scores([g.query for g in groups[:2]], texts, batch_size=3)
     b = again.rerank_scores([g.query for g in groups[:2]], texts, batch_size=5)
     assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a, b))
+
+
+# -- +BigBird (listwise-joint): the query and every candidate in one input, scored at each [SEP] ---------
+
+def test_joint_input_layout_and_scores_at_each_sep(backbone: Path) -> None:
+    from rankkit.models.cross_encoders.joint_list import JointList
+
+    torch.manual_seed(0)
+    model = build_model(JointList, backbone, {"max_query_length": 4, "max_doc_length": 5})
+    model.eval()
+    tok = model.tokenizer
+    ids, seps, head = model.joint_ids("apple fruit", ["car engine fuel", "dog", "river water flow flow flow flow"])
+    cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
+    assert ids[0] == cls_id and ids[head - 1] == sep_id and [ids[i] for i in seps] == [sep_id] * 3
+    assert seps[-1] == len(ids) - 1 and seps[2] - seps[1] - 1 == 5  # the long candidate cut to 5 tokens
+    with torch.no_grad():
+        got = model.rerank_scores(["apple fruit"], [["car engine fuel", "dog", "river water flow flow flow flow"]])[0]
+        feats = model.features(["apple fruit"], [["car engine fuel", "dog", "river water flow flow flow flow"]], 3)
+        hidden = model.pairs.encoder(**feats.inputs).last_hidden_state[0]
+        expected = (hidden[seps] @ model.score.weight[0] + model.score.bias[0]).double()
+    assert torch.allclose(got, expected, atol=1e-6)
+    # Each score reads the other candidates (one input), unlike mono.
+    with torch.no_grad():
+        other = model.rerank_scores(["apple fruit"], [["car engine fuel", "bread", "river water flow flow flow flow"]])[0]
+    assert not torch.isclose(got[0], other[0])
+
+
+def test_joint_budget_shrinks_to_fit_and_refuses_when_nothing_fits(backbone: Path) -> None:
+    from rankkit.models.cross_encoders.joint_list import JointList
+
+    model = build_model(JointList, backbone, {"max_query_length": 4, "max_doc_length": 50, "max_length": 20})
+    ids, seps, head = model.joint_ids("apple", ["apple fruit red " * 5, "car engine fuel " * 5])
+    assert len(ids) <= 20 and len(seps) == 2
+    with pytest.raises(RankkitError, match="do not fit a 20-token joint input"):
+        model.joint_ids("apple", ["x"] * 12)
+    with pytest.raises(RankkitError, match="exceeds the backbone's 64 positions"):
+        build_model(JointList, backbone, {"max_length": 65})
+
+
+def test_joint_training_shuffles_and_trains(backbone: Path, tmp_path: Path) -> None:
+    from rankkit.models.cross_encoders.joint_list import JointList, JointListFeatures
+
+    groups = read_groups(write_groups(tmp_path / "g.jsonl", count=4, negatives=3))
+    torch.manual_seed(0)
+    model = build_model(JointList, backbone, {"max_query_length": 6, "max_doc_length": 8})
+    model.train()
+    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    assert isinstance(batch.features, JointListFeatures)
+    sep = batch.features.sep
+    # Slot 0 (the positive) is not always the first candidate of the input.
+    firsts = [int(sep[g][batch.mask[g]].min()) for g in range(len(batch))]
+    assert any(int(sep[g, 0]) != firsts[g] for g in range(len(batch)))
+    assert loss_drops_after_steps(model, batch)
+    save_model(model, tmp_path / "ck", {})
+    again = load_model(tmp_path / "ck", expect="listwise-joint")
+    model.eval()
+    texts = [[p.text for p in g.pos + g.neg] for g in groups[:2]]
+    a = model.rerank_scores([g.query for g in groups[:2]], texts, batch_size=3)
+    b = again.rerank_scores([g.query for g in groups[:2]], texts, batch_size=50)
+    assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(a, b))

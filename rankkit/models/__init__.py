@@ -13,6 +13,7 @@ from rankkit.models.bi_encoders.densetrans import DenseTrans
 from rankkit.models.bi_encoders.repbert import RepBERT
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_attention import CandidateAttention
+from rankkit.models.cross_encoders.joint_list import JointList
 from rankkit.models.cross_encoders.listwise import Listwise
 from rankkit.models.cross_encoders.matrank import MatRank, MatRankCol, MatRankRow
 from rankkit.models.cross_encoders.mono import Mono
@@ -30,6 +31,7 @@ register(MatRankRow)
 register(MatRankCol)
 register(Listwise)
 register(CandidateAttention)
+register(JointList)
 register(SetEncoder)
 register(MaxP)
 register(FirstP)

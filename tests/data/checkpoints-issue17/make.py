@@ -20,6 +20,7 @@ FOLDERS: dict[str, tuple[str, list[str]]] = {
     "listwise": ("listwise", ["--list-size", "8"]),
     "matrank-attn": ("matrank-attn", []),
     "matrank-col": ("matrank-col", []),
+    "listwise-joint": ("listwise-joint", []),
     "avgp": ("avgp", ["--window", "6", "--stride", "5", "--max-passages", "4"]),
     "kmaxp": ("kmaxp", ["--window", "6", "--stride", "5", "--max-passages", "4", "--k", "2"]),
 }
