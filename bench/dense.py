@@ -109,9 +109,13 @@ def quora(args: argparse.Namespace, steps: Steps, rec: dict[str, Any]) -> None:
                      q / "train.topics.tsv", "--index", bm25, "--output", o / "train.groups.jsonl", "--depth", "100",
                      "--negatives", "7", "--strategy", "random", "--seed", "0"], cmds, "mine",
                     o / "train.groups.jsonl")
-        variants = [("densetrans", [], "DenseTrans"), ("no-top-dense", ["--no-top-dense"], "DenseTrans -TopDense"),
+        # "densetrans" is §3.2.2's last-layer [CLS]; "all-layers" the concatenation of every layer's [CLS]
+        # (rankkit's default before issue 17); "layers-N" Fig. 4's depth sweep (N = 3 is "densetrans").
+        variants = [("densetrans", [], "DenseTrans"), ("all-layers", ["--all-layers"], "DenseTrans, all layers' [CLS]"),
+                    ("no-top-dense", ["--no-top-dense"], "DenseTrans -TopDense"),
                     ("no-dense", ["--no-dense"], "DenseTrans -AllDense"),
-                    ("concat", ["--concat-layers"], "DenseTrans +Concat")]
+                    ("concat", ["--concat-layers"], "DenseTrans +Concat"),
+                    *[(f"layers-{n}", ["--num-layers", str(n)], f"DenseTrans, {n} layer(s) (Fig. 4)") for n in (1, 2, 4)]]
         wanted = args.densetrans_variants.split(",")
         for variant, flags, label in variants:
             if variant not in wanted or args.densetrans_steps <= 0:

@@ -42,7 +42,7 @@ def main() -> None:
     print("| model | passages per document | ms per document |")
     print("|---|---|---|")
     for name in args.models.split(","):
-        options = {"window": 128, "stride": 100, "max_passages": 16, "piece_length": 128, "max_pieces": 16}
+        options = {"window": 128, "stride": 100, "max_passages": 16, "piece_length": 32 + 128 + 3, "max_pieces": 16}
         known = {spec.name for spec in get_model_class(name).config_class.specs()}
         model = create_model(name, **{k: v for k, v in options.items() if k in known}).eval()
         model.rerank_scores([query], [docs], batch_size=32)  # warm-up

@@ -107,7 +107,8 @@ def model_flags(model: str, args: argparse.Namespace) -> tuple[list[Any], list[A
     if model == "firstp":
         return ["--window", args.window], []
     if model == "matrank-split":
-        return ["--piece-length", args.window, "--max-pieces", args.max_passages], []
+        # --piece-length is the whole piece input ([CLS] q [SEP] piece [SEP]): --window document tokens per piece.
+        return ["--piece-length", QUERY_TOKENS + args.window + 3, "--max-pieces", args.max_passages], []
     if model == "matrank":
         # The existing cross-encoder on the first piece: the document is cut after --window tokens.
         return (["--max-query-length", QUERY_TOKENS, "--max-doc-length", args.window],

@@ -21,7 +21,9 @@ EXTRA = {
     "maxp": ["--window", 6, "--stride", 4, "--max-passages", 3],
     "firstp": ["--window", 6],
     "sump": ["--window", 6, "--stride", 4, "--max-passages", 3],
-    "matrank-split": ["--piece-length", 6, "--max-pieces", 2],
+    "avgp": ["--window", 6, "--stride", 4, "--max-passages", 3],
+    "kmaxp": ["--window", 6, "--stride", 4, "--max-passages", 3, "--k", 2],
+    "matrank-split": ["--piece-length", 41, "--max-pieces", 2],  # 32 query + 3 special + 6 document tokens
 }
 
 
@@ -79,7 +81,7 @@ def test_rerank_max_passages(cli: Callable[..., object], data: dict[str, Path], 
     assert runs[1] != runs[3]  # one passage (the first) scores differently from the max of three
     result = cli("rerank", "--model", "parade-transformer", "--checkpoint", tmp_path / "parade-transformer",
                  *common, "--max-passages", 4, "--output", tmp_path / "x.run")
-    assert result.code == 2 and "exceeds the 3 passage positions" in result.stderr
+    assert result.code == 2 and "exceeds the 3 passage positions" in result.stderr and "--position-passages" in result.stderr
     result = cli("rerank", "--model", "mono", "--checkpoint", tmp_path / "mono", *common, "--max-passages", 2,
                  "--output", tmp_path / "y.run")
     assert result.code == 2 and "document models only" in result.stderr

@@ -36,6 +36,8 @@ def layer_inputs(model: DenseTrans, texts: list[str]) -> list[int]:
 def test_widths_double_with_dense_connections() -> None:
     assert layer_widths(384, 3, dense=True) == [384, 768, 1536]  # Eq. 5: [E0], [E0;E1], [E0;E1;E2]
     assert layer_widths(384, 3, dense=False) == [384, 384, 384]
+    assert layer_widths(384, 3, dense="below-top") == [384, 768, 768]  # -TopDense: the top reads E^2 only
+    assert layer_widths(384, 1, dense="below-top") == [384]
     assert representation_width(384, 3, True, True) == 8 * 384
     assert representation_width(384, 3, True, False) == 4 * 384
     assert representation_width(384, 3, False, False) == 384
@@ -45,15 +47,18 @@ def test_widths_double_with_dense_connections() -> None:
 @pytest.mark.parametrize(
     ("variant", "inputs", "dim"),
     [
-        ("densetrans", [D, 2 * D, 4 * D], 8 * D),
-        ("no-top-dense", [D, 2 * D, 4 * D], 4 * D),  # -TopDense
+        ("densetrans", [D, 2 * D, 4 * D], 4 * D),  # §3.2.2: [CLS] of the last layer
+        ("densetrans/all-layers", [D, 2 * D, 4 * D], 8 * D),  # [CLS] of [E^0; ...; E^3]
+        ("no-top-dense", [D, 2 * D, 2 * D], 2 * D),  # -TopDense: the top layer reads E^2 only
+        ("no-top-dense/all-layers", [D, 2 * D, 2 * D], D + 5 * D),
         ("no-dense", [D, D, D], D),  # -AllDense
         ("concat", [D, D, D], 4 * D),  # +Concat
     ],
 )
 def test_ablations(backbone: Path, variant: str, inputs: list[int], dim: int) -> None:
     torch.manual_seed(0)
-    model = build_model(DenseTrans, backbone, {"variant": variant})
+    name, _, representation = variant.partition("/")
+    model = build_model(DenseTrans, backbone, {"variant": name, "representation": representation or None})
     assert model.hparams["num_layers"] == 3 and model.hparams["num_heads"] == 6  # N=3, H=6
     assert [layer.self_attn.embed_dim for layer in model.network.layers] == inputs
     assert layer_inputs(model, ["apple fruit red", "car"]) == inputs
@@ -134,6 +139,37 @@ def test_smaller_width_projects_the_pretrained_table(backbone: Path) -> None:
     model = build_model(DenseTrans, backbone, {"d_model": 12, "num_heads": 6})
     assert model.network.tokens.weight.shape == (table.shape[0], 12)
     assert torch.allclose(model.network.tokens.weight.detach(), projected)
-    assert model.dim == representation_width(12, 3, True, True)
+    assert model.dim == representation_width(12, 3, True, False)  # the last layer's [CLS] by default
     with pytest.raises(RankkitError, match="exceeds"):
         build_model(DenseTrans, backbone, {"d_model": 48})
+
+
+@pytest.mark.parametrize(("recorded", "variant", "representation"), [
+    ("densetrans", "densetrans", "all-layers"),  # the pre-issue-17 default concatenated every layer
+    ("no-top-dense", "densetrans", "last"),  # the old -TopDense: dense throughout, last layer's [CLS]
+    ("no-dense", "no-dense", "last"),
+    ("concat", "concat", "all-layers"),
+])
+def test_configs_recorded_before_representation_keep_their_network(recorded: str, variant: str,
+                                                                   representation: str) -> None:
+    old = DenseTransConfig.from_dict({"variant": recorded, "d_model": 12}, "rankkit.json")
+    assert (old.variant, old.representation) == (variant, representation)
+    new = DenseTransConfig.from_dict({"variant": recorded, "representation": "last", "d_model": 12}, "rankkit.json")
+    assert new.representation == "last" and new.variant == recorded
+
+
+def test_old_no_top_dense_checkpoint_loads_with_its_weights(backbone: Path, tmp_path: Path) -> None:
+    import json
+
+    torch.manual_seed(0)
+    model = build_model(DenseTrans, backbone, {"variant": "densetrans", "d_model": 12, "num_heads": 6})
+    save_model(model, tmp_path / "ck", {})
+    meta_path = tmp_path / "ck" / "rankkit.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["hparams"]["variant"] = "no-top-dense"  # how the same network was recorded before issue 17
+    del meta["hparams"]["representation"]
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    loaded = load_model(tmp_path / "ck")
+    texts = ["apple fruit", "dog bark pet"]
+    model.eval()
+    assert torch.equal(model.encode(texts, is_query=False), loaded.encode(texts, is_query=False))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from test_models_parade import long_groups
 from training_helpers import build_model, loss_drops_after_steps, tiny_backbone
 
+from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
 from rankkit.models.checkpoint import load_model, save_model
 from rankkit.models.cross_encoders.matrank import borda_vote, matrank_loss
@@ -18,7 +20,8 @@ from rankkit.models.losses import get_loss
 from rankkit.models.outputs import PreferenceOutput
 from rankkit.training import sampling
 
-OPTIONS = {"piece_length": 8, "max_pieces": 3, "max_query_length": 6, "hidden": 16}
+#: Pieces of 8 document tokens: piece_length counts the whole input, 6 query + 3 special + 8 = 17.
+OPTIONS = {"piece_length": 17, "max_pieces": 3, "max_query_length": 6, "hidden": 16}
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +122,55 @@ def test_trains_with_eq12_and_round_trips(backbone: Path, tmp_path: Path) -> Non
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     # Borda votes of 4 documents: integer parts from 0 to 2 * 3, all different fractions (beta ranks).
     assert all(x.shape == (4,) and len(set((x - x.floor()).tolist())) == 4 for x in b)
+
+
+# -- lengths (issue 17): L is the whole piece input; a piece longer than the backbone's positions is refused --
+
+def test_piece_length_counts_query_and_special_tokens(backbone: Path) -> None:
+    model = build(backbone)
+    assert model.passage_tokens() == 17 - 6 - 3
+    assert model.split(list(range(30)), None) == [list(range(0, 8)), list(range(8, 16)), list(range(16, 24))]
+    assert model.pairs.max_length == 17
+    with pytest.raises(RankkitError, match="leaves no room for document text"):
+        build_model(MatRankSplit, backbone, {**OPTIONS, "piece_length": 9})
+
+
+def test_piece_length_above_the_backbone_positions_is_refused(backbone: Path) -> None:
+    # The tiny backbone has 64 positions: 64 fits exactly, 65 is refused with one line.
+    assert build_model(MatRankSplit, backbone, {**OPTIONS, "piece_length": 64}).pairs.max_length == 64
+    with pytest.raises(RankkitError, match="more than the backbone's 64 positions"):
+        build_model(MatRankSplit, backbone, {**OPTIONS, "piece_length": 65})
+
+
+def test_position_refusal_through_the_cli(cli: Any, backbone: Path, tmp_path: Path) -> None:
+    groups = long_groups(tmp_path / "g.jsonl", count=2)
+    res = cli("train", "--model", "matrank-split", "--train", groups, "--output", tmp_path / "ck", "--backbone",
+              backbone, "--max-steps", 1, "--batch-size", 1, "--group-size", 2, "--device", "cpu",
+              "--piece-length", 512, "--max-pieces", 5)  # the paper's K=5 x L=512 on a 64-position backbone
+    assert res.code == 2 and "Traceback" not in res.stderr
+    assert "--piece-length 512 makes 512-token piece inputs, more than the backbone's 64 positions" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ck" / "rankkit.json").exists()
+
+
+def test_old_checkpoints_keep_piece_length_as_document_tokens(backbone: Path, tmp_path: Path) -> None:
+    model = build(backbone)
+    save_model(model, tmp_path / "ck", {})
+    meta_path = tmp_path / "ck" / "rankkit.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    assert meta["hparams"]["piece_includes_query"] is True
+    # A checkpoint written before the setting existed: piece_length counted the piece's own tokens.
+    del meta["hparams"]["piece_includes_query"]
+    meta["hparams"]["piece_length"] = 8
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    old = load_model(tmp_path / "ck", expect="matrank-split")
+    assert old.passage_tokens() == 8 and old.pairs.max_length == 6 + 8 + 3
+    assert old.split(list(range(30)), None) == model.split(list(range(30)), None)
+
+
+def test_generic_position_check_turns_a_crash_into_one_line(backbone: Path) -> None:
+    from rankkit.models.cross_encoders.mono import Mono
+
+    model = build_model(Mono, backbone, {"max_query_length": 8, "max_doc_length": 200})
+    with pytest.raises(RankkitError, match="exceeds the backbone's 64 positions"):
+        model.rerank_scores(["apple"], [[" ".join(["apple fruit red"] * 40)]])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +75,40 @@ def test_objective_is_eq12_on_a_real_batch(data: dict[str, Path]) -> None:
         lce = losses.listwise_softmax_ce(s, batch.mask)
         mse = distillation_mse(s, t, batch.mask)
         for alpha in (0.0, 0.3, 1.0):
-            got = DistillationObjective(student, lce_loss, alpha)(batch, t)
+            got = DistillationObjective(student, lce_loss, alpha, "loss-mse")(batch, t)
             assert got.item() == pytest.approx(alpha * lce.item() + (1 - alpha) * mse.item(), rel=1e-5)
+            # Eq. 12 as written: point-wise CE of every real document + its squared logit difference.
+            real = batch.mask
+            y = (batch.labels > 0).float()
+            p = torch.sigmoid(s)
+            ce = (-(y * p.log() + (1 - y) * (1 - p).log()))[real].mean()
+            sq = ((t - s) ** 2)[real].mean()
+            got = DistillationObjective(student, lce_loss, alpha)(batch, t)
+            assert got.item() == pytest.approx(alpha * ce.item() + (1 - alpha) * sq.item(), rel=1e-5)
     assert mse.item() > 0.5  # the shifted teacher really disagrees with the fresh student
     with pytest.raises(RankkitError):
         DistillationObjective(student, lce_loss, 2.0)
+    with pytest.raises(RankkitError, match="--distillation"):
+        DistillationObjective(student, lce_loss, 0.5, "mse")
+
+
+def test_eq12_terms_by_hand() -> None:
+    scores = torch.tensor([[2.0, -1.0, 0.5], [0.0, 3.0, 9.0]])
+    teacher = torch.tensor([[1.0, -1.0, 2.5], [1.0, 1.0, -50.0]])
+    labels = torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    # L_CE: -log sigmoid(s) for the relevant, -log(1 - sigmoid(s)) for the others, over 5 real documents.
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    ce = -(math.log(sig(2.0)) + math.log(1 - sig(-1.0)) + math.log(1 - sig(0.5))
+           + math.log(sig(0.0)) + math.log(1 - sig(3.0))) / 5
+    assert losses.pointwise_cross_entropy(scores, labels, mask).item() == pytest.approx(ce, rel=1e-6)
+    # ||z^t - z^s||^2 per document, over the 5 real documents (not a per-group mean: 2 groups of 3 and 2).
+    sq = (1.0 + 0.0 + 4.0 + 1.0 + 4.0) / 5
+    assert losses.squared_logit_distance(scores, teacher, mask).item() == pytest.approx(sq)
+    assert distillation_mse(scores, teacher, mask).item() == pytest.approx((5 / 3 + 5 / 2) / 2)  # the old form
+    for alpha in (0.0, 0.25, 1.0):
+        got = losses.parade_eq12(scores, teacher, labels, mask, alpha).item()
+        assert got == pytest.approx(alpha * ce + (1 - alpha) * sq, rel=1e-6)
 
 
 def config(data: dict[str, Path], output: Path, **overrides: Any) -> TrainConfig:
@@ -104,8 +134,14 @@ def test_kd_training_pulls_the_student_towards_the_teacher(data: dict[str, Path]
 
 
 def test_kd_works_for_native_loss_and_set_encoder_students(data: dict[str, Path], tmp_path: Path) -> None:
-    train(config(data, tmp_path / "rep", model="repbert", max_steps=2, alpha=0.5))
-    assert read_meta(tmp_path / "rep")["training"]["loss"] == "multilabel-margin"
+    train(config(data, tmp_path / "rep", model="repbert", max_steps=2, alpha=0.5, distillation="loss-mse"))
+    training = read_meta(tmp_path / "rep")["training"]
+    assert training["loss"] == "multilabel-margin" and training["distillation"] == "loss-mse"
+    train(config(data, tmp_path / "rep12", model="repbert", max_steps=2, alpha=0.5))
+    training = read_meta(tmp_path / "rep12")["training"]
+    assert training["loss"] == "pointwise-ce" and training["distillation"] == "eq12"
+    with pytest.raises(RankkitError, match="not used by --distillation eq12"):
+        train(config(data, tmp_path / "rep-x", model="repbert", max_steps=2, loss="multilabel-margin"))
     train(config(data, tmp_path / "set", model="set-encoder", max_steps=2, alpha=0.7))
     meta = read_meta(tmp_path / "set")
     assert meta["model"] == "set-encoder" and meta["training"]["alpha"] == 0.7

@@ -27,7 +27,7 @@ REFUSED = {
     "matrank-msmarco.toml": "--precision fp16 needs a CUDA device",
     "matrank-wikiqa.toml": "--precision fp16 needs a CUDA device",
     "matrank-semeval.toml": "--precision fp16 needs a CUDA device",
-    "matrank-split-msmarco-doc.toml": "cannot run with the packaged all-MiniLM-L6-v2: the paper's 512-token pieces",
+    "matrank-split-msmarco-doc.toml": "--precision fp16 needs a CUDA device",
     "set-encoder-stage2.toml": "needs --init-checkpoint: the stage-1 Set-Encoder checkpoint",
     "parade-robust04-kd.toml": "needs --teacher-checkpoint: the teacher, a PARADE-Transformer",
 }
@@ -90,16 +90,25 @@ def test_recipe_runs_or_is_refused_with_its_reason(cli: Any, data: dict[str, Pat
     assert expected in result.stderr
 
 
-def test_matrank_split_reason_is_true_and_lifted_by_overrides() -> None:
+def test_matrank_split_paper_pieces_fit_the_backbone() -> None:
+    """--piece-length counts the whole piece input, so the paper's L=512 fits 512 positions."""
     config = json.loads((default_backbone_path() / "config.json").read_text())
-    query = MatRankSplitConfig().max_query_length
-    assert query + 512 + 3 == 547 > config["max_position_embeddings"] == 512
-    assert query + 477 + 3 == 512
     path = next(p for p in RECIPES if p.name == "matrank-split-msmarco-doc.toml")
     recipe = recipes.load_recipe(path, recipes.train_kinds())
-    with pytest.raises(RankkitError, match="need 547 positions, the backbone has 512"):
+    assert recipe.settings["piece_length"] == config["max_position_embeddings"] == 512
+    assert recipe.cannot_run is None
+    MatRankSplitConfig(piece_length=512, max_pieces=5).resolve()
+
+
+def test_cannot_run_is_refused_with_its_reason_and_lifted_by_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "long.toml"
+    path.write_text('[recipe]\npaper = "p"\nexperiment = "e"\nbackbone = "b"\n'
+                    'cannot_run = "pieces longer than the backbone"\ncannot_run_settings = ["piece_length"]\n'
+                    '[train]\nmodel = "matrank-split"\npiece_length = 1024\n', encoding="utf-8")
+    recipe = recipes.load_recipe(path, recipes.train_kinds())
+    with pytest.raises(RankkitError, match="cannot run with the packaged all-MiniLM-L6-v2: pieces longer"):
         recipes.check_runnable(recipe, {**recipe.settings, "backbone": None})
-    recipes.check_runnable(recipe, {**recipe.settings, "backbone": None, "piece_length": 477})
+    recipes.check_runnable(recipe, {**recipe.settings, "backbone": None, "piece_length": 512})
     recipes.check_runnable(recipe, {**recipe.settings, "backbone": Path("/models/longformer")})
 
 

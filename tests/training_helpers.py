@@ -100,12 +100,15 @@ def build_model(cls, backbone, options=None):
     return cls.for_training(backbone, cls.config_class.build(dict(options or {}), cls.name))
 
 
-def small_model_options(name: str) -> dict[str, int]:
-    """Settings that make the tiny topic documents several passages/pieces for the document models."""
-    if name in ("maxp", "sump") or name.startswith("parade-"):
+def small_model_options(name: str) -> dict[str, float]:
+    """Settings that make the tiny topic documents several passages/pieces for the document models
+    (and switch off the dropout of heads with their own, so a few steps on fixed groups must learn)."""
+    if name == "matrank-attn":
+        return {"attention_dropout": 0.0}
+    if name in ("maxp", "sump", "avgp", "kmaxp") or name.startswith("parade-"):
         return {"window": 6, "stride": 4, "max_passages": 3}
     if name == "firstp":
         return {"window": 6}
     if name == "matrank-split":
-        return {"piece_length": 6, "max_pieces": 2}
+        return {"piece_length": 41, "max_pieces": 2}  # 32 query + 3 special + 6 document tokens
     return {}

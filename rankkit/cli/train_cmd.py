@@ -42,10 +42,11 @@ def train_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dev: list[Path] = typer.Option([], "--dev", help="Dev groups: MRR of the positive each epoch, best kept in OUTPUT/best."),
     dev_max_candidates: int = typer.Option(100, "--dev-max-candidates", help="Candidates scored per dev group."),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Training objective [default: the model's]: listwise-ce, ranknet, hinge, margin-mse, kl for every model; multilabel-margin, softmax-ce for bi-encoders; matrank for the MatRank models."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="Training objective [default: the model's]: listwise-ce, ranknet, hinge, pointwise-ce, margin-mse, kl for every model; multilabel-margin, softmax-ce for bi-encoders; matrank for the MatRank models; passage-ce (passage-level labels) for maxp, firstp, sump, avgp, kmaxp."),
     teacher: Optional[Path] = typer.Option(None, "--teacher", help="Teacher run for ranknet/margin-mse/kl distillation."),
-    teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint: ALPHA x own loss + (1 - ALPHA) x score MSE (PARADE Eq. 12)."),
+    teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint (PARADE Eq. 12; see --distillation)."),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="With --teacher-checkpoint: weight of the student's own loss, in [0, 1] (default: 0.5)."),
+    distillation: Optional[str] = typer.Option(None, "--distillation", help="With --teacher-checkpoint: eq12 (default; PARADE Eq. 12 as written: ALPHA x point-wise cross-entropy + (1 - ALPHA) x squared logit difference per document) or loss-mse (ALPHA x --loss + (1 - ALPHA) x per-group score MSE)."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
     init_checkpoint: Optional[Path] = typer.Option(None, "--init-checkpoint", help="Start from this rankkit checkpoint's weights (same model, or one with a compatible encoder) with a fresh optimiser and schedule."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute the transformer blocks' activations in the backward pass: less memory, about one more forward pass per step."),
@@ -92,11 +93,14 @@ def train_command(
         recipes.check_runnable(recipe, {**values, **options})
     if values["alpha"] is not None and values["teacher_checkpoint"] is None:
         raise RankkitError("--alpha weighs distillation from a teacher: it needs --teacher-checkpoint")
+    if values["distillation"] is not None and values["teacher_checkpoint"] is None:
+        raise RankkitError("--distillation chooses how to distil from a teacher: it needs --teacher-checkpoint")
     for key in ("train", "output"):
         if not values[key]:
             raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
     check_output_dir(values["output"], "--output")
-    settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"]}
+    settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"],
+                "distillation": values["distillation"] or "eq12"}
     run_training(TrainConfig(**settings, model_options=options))
 
 

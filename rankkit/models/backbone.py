@@ -75,6 +75,39 @@ def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel
         raise InputError(folder, None, f"cannot load a model: {' '.join(str(err).split())}") from None
 
 
+#: Model types whose position ids start after the padding index (RoBERTa's ``padding_idx + 1``
+#: offset), so ``max_position_embeddings - pad_token_id - 1`` positions are usable (514 -> 512).
+OFFSET_POSITION_MODELS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "mpnet",
+                                    "data2vec-text"})
+
+
+def position_limit(config: Any) -> int | None:
+    """Longest input (tokens, special tokens included) a backbone's absolute positions allow, or
+    None when its config declares no limit."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    if getattr(config, "model_type", None) in OFFSET_POSITION_MODELS:
+        limit -= int(getattr(config, "pad_token_id", 1) or 0) + 1
+    return limit
+
+
+def reset_attention_type(encoder: Any) -> None:
+    """Undo a sparse-attention backbone's switch to full attention made by its previous call.
+
+    BigBird (``attention_type`` ``block_sparse``) switches itself to ``original_full`` for good the
+    first time it sees a sequence too short for its blocks; without this reset every later call,
+    long or short, would use full attention, so a score would depend on which batches came before
+    it (training vs. a fresh ``rerank``). Called before each forward pass, it makes each batch's
+    attention a function of that batch alone (its length), as the saved config says. A no-op for
+    every other backbone.
+    """
+    wanted = getattr(getattr(encoder, "config", None), "attention_type", None)
+    setter = getattr(encoder, "set_attention_type", None)
+    if wanted is not None and callable(setter) and getattr(encoder, "attention_type", wanted) != wanted:
+        setter(wanted)
+
+
 def sentence_transformers_normalizes(folder: str | os.PathLike[str]) -> bool:
     """True when ``folder`` is a sentence-transformers model whose pipeline ends in a Normalize layer.
 

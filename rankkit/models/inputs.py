@@ -9,9 +9,11 @@ The trainer (:mod:`rankkit.training.sampling`) builds batches; inference code bu
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 
@@ -104,6 +106,15 @@ class GroupBatch:
                     texts.append(self.texts[g][s])
                     where.append((g, s))
         return docids, texts, where
+
+
+def batch_rng(batch: GroupBatch) -> np.random.Generator:
+    """A generator that is a pure function of the batch's qids and candidate docids (training-time
+    passage sampling, slot shuffling: deterministic, independent of global RNG streams and of the process)."""
+    digest = hashlib.sha256()
+    for qid, docids in zip(batch.qids, batch.docids):
+        digest.update(qid.encode("utf-8") + b"\x1e" + "\x1f".join(docids).encode("utf-8") + b"\x1d")
+    return np.random.default_rng(np.frombuffer(digest.digest(), dtype=np.uint32))
 
 
 def length_order(lengths: Sequence[int]) -> list[int]:

@@ -13,8 +13,9 @@ Two shapes occur:
   by bi-encoders: :class:`MultiLabelMarginLoss` (RepBERT Eq. 4), :class:`InBatchSoftmaxLoss`
   (DenseTrans Eqs. 6-7); MatRank's Eq. 8 on its preference matrix (:class:`MatRankLoss`);
 * group losses on ``[G, S]`` scores of each group's own candidates (slot 0 = the positive, ``mask``
-  marks real slots), usable by any model: ``listwise-ce``, ``ranknet``, ``hinge``, ``margin-mse``,
-  ``kl`` (the last two need ``--teacher RUN``).
+  marks real slots), usable by any model: ``listwise-ce``, ``ranknet``, ``hinge``, ``pointwise-ce``,
+  ``margin-mse``, ``kl`` (the last two need ``--teacher RUN``); and PARADE's Eq. 12 distillation
+  terms (:func:`parade_eq12`), which the trainer's distillation objective calls.
 
 Every loss is a mean over queries (or pairs), so it does not grow with the batch size.
 """
@@ -29,7 +30,7 @@ import torch.nn.functional as F
 
 from rankkit.errors import RankkitError
 from rankkit.models.inputs import GroupBatch
-from rankkit.models.outputs import InBatchOutput, MatrixOutput, PreferenceOutput, RankingOutput
+from rankkit.models.outputs import InBatchOutput, MatrixOutput, PassageScoreOutput, PreferenceOutput, RankingOutput
 
 
 def multilabel_margin(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor | None = None,
@@ -120,18 +121,55 @@ def kl_divergence(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tenso
     return terms.masked_fill(~mask, 0.0).sum(dim=1).mean()
 
 
-def matrank_loss(out: MatrixOutput, labels: torch.Tensor, mask: torch.Tensor, *, row_only: bool = False) -> torch.Tensor:
+def pointwise_cross_entropy(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """PARADE's point-wise cross-entropy on single documents (§6, Table 9; Eq. 12's ``L_CE``):
+    ``-[y log sigmoid(s) + (1 - y) log(1 - sigmoid(s))]`` with ``y = 1`` for a relevant document
+    (``labels > 0``), averaged over every real document of the batch.
+
+    One logit ``s`` per document is PARADE's two-class softmax over (non-relevant, relevant) with the
+    non-relevant logit fixed at 0 (``softmax(0, s)[1] = sigmoid(s)``).
+    """
+    weight = mask.to(scores.dtype)
+    target = (labels > 0).to(scores.dtype)
+    per_doc = F.binary_cross_entropy_with_logits(scores, target, reduction="none")
+    return (per_doc * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def squared_logit_distance(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Eq. 12's ``||z^t - z^s||^2`` of PARADE (Li et al., 2023, §6): each document's squared logit
+    difference (its one logit), averaged over every real document of the batch, as a batch of
+    single-document examples averages its per-example losses."""
+    weight = mask.to(student.dtype)
+    return (((teacher.to(student.dtype) - student) ** 2) * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def parade_eq12(scores: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
+                alpha: float) -> torch.Tensor:
+    """PARADE Eq. 12 as written: ``alpha * L_CE + (1 - alpha) * ||z^t - z^s||^2`` with ``L_CE`` the
+    point-wise cross-entropy of single documents (:func:`pointwise_cross_entropy`) and the squared
+    norm of each document's logit difference (:func:`squared_logit_distance`), both averaged over the
+    batch's real documents (every document of a group is one single-document example)."""
+    ce = pointwise_cross_entropy(scores, labels, mask) if alpha > 0 else scores.sum() * 0.0
+    return alpha * ce + (1.0 - alpha) * squared_logit_distance(scores, teacher, mask)
+
+
+def matrank_loss(out: MatrixOutput, labels: torch.Tensor, mask: torch.Tensor, *, row_only: bool = False,
+                 col_only: bool = False) -> torch.Tensor:
     """MatRank Eq. 8 with its sign corrected, mean over groups: ``-(y . log beta + y . log omega)``.
 
     ``y`` is 1 on positives (``labels > 0``), normalised to sum 1 (several positives share the
-    target mass). ``row_only``: the MatRank_row ablation (beta term only). Groups without a
-    positive contribute 0.
+    target mass). ``row_only``: the MatRank_row ablation (beta term only); ``col_only``: the
+    column-only ablation (omega term only). Groups without a positive contribute 0.
     """
+    if row_only and col_only:
+        raise ValueError("matrank_loss: row_only and col_only leave no term")
     y = ((labels > 0) & mask).to(out.log_beta.dtype)
     total = y.sum(dim=1, keepdim=True)
     y = y / total.clamp(min=1)
     zero = torch.zeros_like(out.log_beta)
-    loss = -(y * torch.where(mask, out.log_beta, zero)).sum(dim=1)
+    loss = zero.sum(dim=1)
+    if not col_only:
+        loss = loss - (y * torch.where(mask, out.log_beta, zero)).sum(dim=1)
     if not row_only:
         loss = loss - (y * torch.where(mask, out.log_omega, zero)).sum(dim=1)
     return loss.mean()
@@ -222,6 +260,30 @@ class KLDivergenceLoss(Loss):
         return kl_divergence(output.scores, self.teacher(batch), batch.mask)
 
 
+class PointwiseCrossEntropyLoss(Loss):
+    name = "pointwise-ce"
+    help = "cross-entropy of each document alone: relevant (label > 0) or not, sigmoid of its score (PARADE Table 9)"
+    citation = ("Li, Yates, MacAvaney, He and Sun, 2023, PARADE: Passage Representation Aggregation for "
+                "Document Reranking (§6, Table 9 and Eq. 12's L_CE)")
+
+    def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        return pointwise_cross_entropy(output.scores, batch.labels, batch.mask)
+
+
+class PassageCrossEntropyLoss(Loss):
+    name = "passage-ce"
+    help = ("point-wise cross-entropy of every passage alone, labelled with its document's label "
+            "(BERT-MaxP's passage-level training; passage-score models maxp/avgp/kmaxp/sump/firstp)")
+    citation = ("Dai and Callan, 2019, Deeper Text Understanding for IR with Contextual Neural Language Modeling "
+                "(BERT-MaxP); Li et al., 2023, PARADE (ELECTRA-MaxP, Table 7)")
+    requires = PassageScoreOutput
+
+    def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        assert isinstance(output, PassageScoreOutput)
+        labels = batch.labels[..., None].expand_as(output.passage_scores)  # inherited from the document
+        return pointwise_cross_entropy(output.passage_scores, labels, output.passage_mask)
+
+
 class MultiLabelMarginLoss(Loss):
     name = "multilabel-margin"
     help = "RepBERT Eq. 4: MultiLabelMarginLoss over the in-batch matrix (in-batch negatives)"
@@ -248,19 +310,21 @@ class InBatchSoftmaxLoss(Loss):
 
 class MatRankLoss(Loss):
     name = "matrank"
-    help = "MatRank Eq. 8 (sign corrected): -(y . log beta + y . log omega); beta only for matrank-row"
+    help = ("MatRank Eq. 8 (sign corrected): -(y . log beta + y . log omega); beta only for matrank-row, "
+            "omega only for matrank-col")
     citation = ("Luo, Yang, Guo, Li, Niu and Xu, 2022, MatRank: Text Re-ranking by Latent Preference Matrix "
                 "(Eq. 8; Eq. 12 for MatRank-Split)")
     requires = PreferenceOutput
 
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         assert isinstance(output, PreferenceOutput)
-        return matrank_loss(output.matrix, batch.labels, batch.mask, row_only=not output.use_omega)
+        return matrank_loss(output.matrix, batch.labels, batch.mask, row_only=not output.use_omega,
+                            col_only=not output.use_beta)
 
 
 LOSSES: dict[str, type[Loss]] = {cls.name: cls for cls in (
-    ListwiseSoftmaxLoss, RankNetLoss, PairwiseHingeLoss, MarginMSELoss, KLDivergenceLoss,
-    MultiLabelMarginLoss, InBatchSoftmaxLoss, MatRankLoss,
+    ListwiseSoftmaxLoss, RankNetLoss, PairwiseHingeLoss, PointwiseCrossEntropyLoss, MarginMSELoss, KLDivergenceLoss,
+    PassageCrossEntropyLoss, MultiLabelMarginLoss, InBatchSoftmaxLoss, MatRankLoss,
 )}
 
 

@@ -48,7 +48,22 @@ class InBatchOutput(RankingOutput):
 
 @dataclass
 class PreferenceOutput(RankingOutput):
-    """MatRank's (or MatRank-Split's) matrix aggregates; ``use_omega`` False for MatRank_row."""
+    """MatRank's (or MatRank-Split's) matrix aggregates; ``use_omega`` False for MatRank_row,
+    ``use_beta`` False for the column-only ablation (``matrank-col``)."""
 
     matrix: MatrixOutput
     use_omega: bool = True
+    use_beta: bool = True
+
+
+@dataclass
+class PassageScoreOutput(RankingOutput):
+    """A passage-score document model's document scores plus every passage's own score.
+
+    ``passage_scores`` ``[G, S, N]`` and ``passage_mask`` ``[G, S, N]`` (True = a real passage of a
+    real document) let a loss train on passages with their document's label (BERT-MaxP's
+    passage-level training).
+    """
+
+    passage_scores: torch.Tensor
+    passage_mask: torch.Tensor

@@ -18,7 +18,7 @@ from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, read_topics
 from rankkit.formats.runs import iter_run_queries
-from rankkit.models.cross_encoders.matrank import MatRank, borda_vote
+from rankkit.models.cross_encoders.matrank import MatRank
 
 
 @dataclass
@@ -47,7 +47,7 @@ def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.
                   qid: str, *, depth: int = 20, batch_size: int = 32) -> Explanation:
     """S, r, c, beta, omega and the vote of ``qid``'s top ``depth`` candidates of ``run``."""
     if not isinstance(model, MatRank):
-        raise RankkitError(f"explain needs a matrank or matrank-row model, not {model.name!r}")
+        raise RankkitError(f"explain needs a matrank, matrank-row or matrank-col model, not {model.name!r}")
     if depth < 2:
         raise RankkitError(f"--depth must be at least 2 to show a matrix, got {depth}")
     for path in (run, topics):
@@ -67,7 +67,7 @@ def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.
     feats = model.pairs.features([query] * len(texts), texts)
     h, skip = model.pairs({k: v.to(model.device) for k, v in feats.items()})
     out = model.explain(h, skip)
-    vote = borda_vote(out.log_beta[0], None if model.row_only else out.log_omega[0]).cpu()
+    vote = model.vote(out).cpu()
     order = torch.sort(vote, descending=True, stable=True).indices.tolist()
     beta, omega = out.log_beta[0].exp().cpu(), out.log_omega[0].exp().cpu()
     S = out.S[0].cpu()

@@ -48,6 +48,8 @@ class TrainConfig:
     #: Knowledge distillation from a rankkit checkpoint (PARADE Eq. 12, :mod:`rankkit.training.objective`).
     teacher_checkpoint: Path | None = None
     alpha: float = 0.5
+    #: ``eq12`` (PARADE Eq. 12 as written) or ``loss-mse`` (the student's --loss plus a per-group MSE).
+    distillation: str = "eq12"
     log_every: int = 10
     #: ``fp32``, ``bf16`` (autocast on CPU and CUDA) or ``fp16`` (autocast with loss scaling, CUDA only);
     #: the weights, the optimiser state and every checkpoint stay fp32 (:mod:`rankkit.devices`).
@@ -100,6 +102,8 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
         raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")
     if config.precision not in PRECISIONS:
         raise RankkitError(f"unknown precision {config.precision!r}; use {', '.join(PRECISIONS)}")
+    if config.distillation not in ("eq12", "loss-mse"):
+        raise RankkitError(f"--distillation must be eq12 or loss-mse, got {config.distillation!r}")
     cls = get_model_class(config.model)
     own = {s.name for s in cls.config_class.model_options()}
     unknown = sorted(k for k, v in config.model_options.items() if v is not None and k not in own)

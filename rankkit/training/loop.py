@@ -84,7 +84,14 @@ class Trainer:
                 f"size {config.batch_size} x grad-accum {config.grad_accum} x {dist.world_size} processes)")
         self.total_steps = config.max_steps or (config.epochs or 1) * self.steps_per_epoch
 
-        self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
+        if config.teacher_checkpoint is not None and config.distillation == "eq12":
+            # PARADE Eq. 12: the student term is the point-wise cross-entropy, not a --loss.
+            if config.loss is not None:
+                raise RankkitError(f"--loss {config.loss} is not used by --distillation eq12 (its student term is "
+                                   "PARADE's point-wise cross-entropy); pass --distillation loss-mse to distil with it")
+            self.loss = get_loss("pointwise-ce", cls.output_type, cls.name)
+        else:
+            self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
         if teacher is None and self.loss.needs_teacher:
             raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
         if teacher is not None and not self.loss.uses_teacher and dist.main:
@@ -123,7 +130,8 @@ class Trainer:
             "group_size": config.group_size, "grad_accum": config.grad_accum, "world_size": dist.world_size,
             "seed": config.seed, "total_steps": self.total_steps, "optimizer": config.optimizer,
             **({} if config.teacher_checkpoint is None
-               else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha}),
+               else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha,
+                     "distillation": config.distillation}),
             # Recorded only when not fp32, so step checkpoints written before --precision existed still resume.
             **({} if config.precision == "fp32" else {"precision": config.precision}),
             **({} if config.init_checkpoint is None else {"init_checkpoint": str(config.init_checkpoint)}),
@@ -131,7 +139,7 @@ class Trainer:
         if self.resume_from is not None:
             self.restore(self.resume_from)
         objective = (TrainingObjective(self.model, self.loss) if self.kd_teacher is None
-                     else DistillationObjective(self.model, self.loss, config.alpha))
+                     else DistillationObjective(self.model, self.loss, config.alpha, config.distillation))
         self.objective: torch.nn.Module = objective
         if dist.active:
             self.objective = torch.nn.parallel.DistributedDataParallel(
@@ -170,6 +178,7 @@ class Trainer:
             "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
             "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing,
             "init_checkpoint": None if c.init_checkpoint is None else str(c.init_checkpoint),
+            "distillation": None if c.teacher_checkpoint is None else c.distillation,
         }
         return {"training": training, "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
                 "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),
@@ -243,7 +252,7 @@ class Trainer:
                 f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
                 f"{self.warmup} steps, device {dist.device}, {c.precision}"
                 + (f", {dist.world_size} processes" if dist.active else "")
-                + (f", distilling from {c.teacher_checkpoint} (alpha {c.alpha:g})" if self.kd_teacher else ""))
+                + (f", distilling from {c.teacher_checkpoint} ({c.distillation}, alpha {c.alpha:g})" if self.kd_teacher else ""))
         running, started, start_step = 0.0, time.perf_counter(), self.step
         with progress_bar("ex", transient=False) as bar:
             task = bar.add_task("training", total=self.total_steps * self.global_batch,

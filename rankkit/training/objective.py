@@ -3,14 +3,27 @@
 Distillation follows Li, Yates, MacAvaney, He and Sun, 2023, "PARADE: Passage Representation
 Aggregation for Document Reranking", §6 "Distilling Knowledge", Eq. 12.
 
-``rankkit train ... --teacher-checkpoint CK --alpha A`` trains the student on::
+``rankkit train ... --teacher-checkpoint CK --alpha A`` trains the student on one of two forms
+(``--distillation``):
 
-    L = A * L_student + (1 - A) * ||z^t - z^s||^2                               (Eq. 12)
+``eq12`` (the default, Eq. 12 as written)::
 
-``L_student`` is the student's loss (its ``--loss``, or the model's default) and the second term
-the mean squared error between teacher and student scores over each group's *real* candidates
-(masked slots never count), averaged per group and then over groups. PARADE uses cross-entropy for
-``L_student``; any rankkit loss works here.
+    L = A * L_CE + (1 - A) * ||z^t - z^s||^2                                    (Eq. 12)
+
+with ``L_CE`` the point-wise cross-entropy of each document alone (relevant or not, the sigmoid of
+its score: PARADE's two-class softmax with the non-relevant logit at 0) and the squared difference
+of each document's teacher and student logits, both averaged over the batch's real documents
+(each document of a sampled group is one single-document example, as PARADE trains its Table 9
+models "with a cross-entropy loss using a single positive or negative document").
+:func:`rankkit.models.losses.parade_eq12`. ``--loss`` is not used (refused if given).
+
+``loss-mse`` (rankkit's earlier approximation, kept as a named option)::
+
+    L = A * L_student + (1 - A) * MSE(z^t, z^s)
+
+``L_student`` the student's own ``--loss`` (or the model's default, e.g. a group-wise softmax) and
+the MSE averaged over each group's real candidates, then over groups. Checkpoints written before
+``--distillation`` existed were trained with this form.
 
 The teacher is any rankkit checkpoint (:func:`rankkit.models.checkpoint.load_model`), frozen, in
 eval mode, and run under :func:`torch.no_grad` on the same sampled group as the student: it
@@ -33,7 +46,7 @@ from rankkit.errors import RankkitError
 from rankkit.models import RankingModel
 from rankkit.models.checkpoint import load_model
 from rankkit.models.inputs import GroupBatch
-from rankkit.models.losses import Loss
+from rankkit.models.losses import Loss, parade_eq12
 from rankkit.models.outputs import RankingOutput
 
 Output = TypeVar("Output", bound=RankingOutput)
@@ -64,6 +77,10 @@ def fp32_loss(loss: Loss, output: RankingOutput, batch: GroupBatch) -> torch.Ten
         return loss(fp32_output(output), batch)
 
 
+#: ``--distillation`` forms: Eq. 12 as written, or the student's own loss plus a per-group MSE.
+DISTILLATION_FORMS = ("eq12", "loss-mse")
+
+
 def check_alpha(alpha: float) -> float:
     """``alpha`` of Eq. 12, which must lie in [0, 1]."""
     if not 0.0 <= alpha <= 1.0:
@@ -71,8 +88,15 @@ def check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
+def check_distillation(form: str) -> str:
+    """``--distillation``'s value, one of :data:`DISTILLATION_FORMS`."""
+    if form not in DISTILLATION_FORMS:
+        raise RankkitError(f"--distillation must be one of {', '.join(DISTILLATION_FORMS)}, got {form!r}")
+    return form
+
+
 def distillation_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Eq. 12's ``||z^t - z^s||^2`` term: mean squared score difference over each group's real
+    """The ``loss-mse`` form's teacher term: mean squared score difference over each group's real
     candidates, then the mean over groups (``[G, S]`` scores, ``mask`` marks real slots)."""
     weight = mask.to(student.dtype)
     squared = (teacher.to(student.dtype) - student) ** 2 * weight
@@ -120,19 +144,24 @@ class Teacher:
 
 
 class DistillationObjective(TrainingObjective):
-    """Eq. 12 around a student: ``alpha * L_student + (1 - alpha) * MSE(teacher, student)``.
+    """Distillation around a student (module doc): ``eq12`` = ``alpha * L_CE + (1 - alpha) *
+    ||z^t - z^s||^2`` (PARADE Eq. 12), ``loss-mse`` = ``alpha * L_student + (1 - alpha) * MSE``.
 
-    One student forward pass serves both terms (its output feeds the loss and the MSE).
+    One student forward pass serves both terms (its output feeds the loss and the distance).
+    ``loss`` is the student's own loss, read by the ``loss-mse`` form only.
     """
 
-    def __init__(self, model: RankingModel, loss: Loss, alpha: float) -> None:
+    def __init__(self, model: RankingModel, loss: Loss, alpha: float, form: str = "eq12") -> None:
         super().__init__(model, loss)
         self.alpha = check_alpha(alpha)
+        self.form = check_distillation(form)
 
     def forward(self, batch: GroupBatch, teacher_scores: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
         if teacher_scores is None:
             raise ValueError("DistillationObjective needs the teacher's scores")
         output = fp32_output(self.model(batch))
         with torch.autocast(output.scores.device.type, enabled=False):
+            if self.form == "eq12":
+                return parade_eq12(output.scores, teacher_scores, batch.labels, batch.mask, self.alpha)
             own = self.loss(output, batch) if self.alpha > 0 else output.scores.sum() * 0.0
             return self.alpha * own + (1.0 - self.alpha) * distillation_mse(output.scores, teacher_scores, batch.mask)

@@ -14,19 +14,29 @@ Question Retrieval", §3): a densely connected Transformer trained from scratch.
   negatives and every other in-batch document; other positives of the query (same docid set) are
   left out of the denominator (:class:`rankkit.models.losses.InBatchSoftmaxLoss`, the default).
 
-Ablations of Table 3 (stored in rankkit.json, restored on load). The paper's -TopDense text ("the
-top encoding layer takes the outputs of all bottom layers as input to produce the final
-representation") only reads consistently if the full model also has a *top* dense connection,
-DenseNet-style: the representation is the [CLS] of ``[E^0; E^1; ...; E^N]``. So:
+Representation (§3.2.2: "We take the output at '[CLS]' of the last encoding layer as the text
+representation vector"): ``--representation last`` (the default) is the [CLS] of ``E^N``;
+``--representation all-layers`` is the [CLS] of ``[E^0; E^1; ...; E^N]``, every layer's output
+concatenated (rankkit's default before issue 17, DenseNet-style top connection).
 
-=================  ====================  =========================================  ============
-variant            between layers         representation ([CLS] of)                  width (N=3)
-=================  ====================  =========================================  ============
-``densetrans``     dense (Eq. 5)          ``[E^0; ...; E^N]``                        8d
-``no-top-dense``   dense (Eq. 5)          ``E^N``                                    4d
-``no-dense``       plain (Eq. 4)          ``E^N``                                    d
-``concat``         plain (Eq. 4)          ``[E^0; ...; E^N]`` (+Concat)              (N+1)d
-=================  ====================  =========================================  ============
+Ablations of Table 3 (``--variant``, stored in rankkit.json, restored on load):
+
+=================  =========================================  =============================  ============
+variant            between layers                             representation ([CLS] of)      width (N=3)
+=================  =========================================  =============================  ============
+``densetrans``     dense (Eq. 5): layer l reads [E^0..E^l-1]   ``--representation``           4d (last)
+``no-top-dense``   dense below the top; layer N reads E^{N-1}  ``--representation``           2d (last)
+``no-dense``       plain (Eq. 4)                              ``--representation``           d (last)
+``concat``         plain (Eq. 4)                              ``[E^0; ...; E^N]`` (+Concat)  (N+1)d
+=================  =========================================  =============================  ============
+
+-TopDense: "we remove the dense connections from the last layer, and keep the dense connectivity
+between low layers" (§4.4.1): the top layer reads only ``E^{N-1}``. The paper's next sentence ("the
+top encoding layer takes the outputs of all bottom layers as input") fits -TopDense only if the
+full model has a top concatenation; that reading is ``--representation all-layers`` with the
+old ``no-top-dense`` (dense, [CLS] of ``E^N``). Checkpoints written before ``representation``
+existed keep what they recorded: their ``densetrans``/``concat`` concatenate all layers and their
+``no-top-dense`` is dense throughout with the last layer's [CLS] (:meth:`DenseTransConfig.from_dict`).
 
 Token embeddings start from all-MiniLM-L6-v2's input embedding matrix (30522 x 384) by default:
 it belongs to the very WordPiece tokenizer DenseTrans uses, so every token has a pretrained
@@ -59,29 +69,37 @@ from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool
 
-VARIANTS: dict[str, tuple[bool, bool]] = {
-    # name: (dense connections between layers, representation concatenates all layers)
-    "densetrans": (True, True),
-    "no-top-dense": (True, False),
-    "no-dense": (False, False),
-    "concat": (False, True),
+#: ``--variant``: the connections between layers. ``all``: Eq. 5 for every layer; ``below-top``:
+#: Eq. 5 below the top layer, the top layer reads ``E^{N-1}`` only (-TopDense); ``none``: Eq. 4.
+VARIANTS: dict[str, str] = {
+    "densetrans": "all",
+    "no-top-dense": "below-top",
+    "no-dense": "none",
+    "concat": "none",  # +Concat: plain layers, all layers' outputs concatenated
 }
+REPRESENTATIONS = ("last", "all-layers")
 
 
-def layer_widths(d_model: int, num_layers: int, dense: bool) -> list[int]:
-    """Input (= output) width of each Transformer layer: ``d * 2**(l-1)`` with dense connections, else d."""
-    if not dense:
+def layer_widths(d_model: int, num_layers: int, dense: bool | str) -> list[int]:
+    """Input (= output) width of each Transformer layer: ``d * 2**(l-1)`` with dense connections, else d.
+
+    ``dense``: True/``"all"`` (Eq. 5 everywhere), ``"below-top"`` (the top layer reads ``E^{N-1}``
+    only: its width is the layer below's), False/``"none"`` (Eq. 4).
+    """
+    mode = ("all" if dense else "none") if isinstance(dense, bool) else dense
+    if mode == "none":
         return [d_model] * num_layers
     widths: list[int] = []
     outputs = [d_model]  # E^0
-    for _ in range(num_layers):
-        width = sum(outputs)
+    for layer in range(num_layers):
+        top = layer == num_layers - 1
+        width = outputs[-1] if (mode == "below-top" and top) else sum(outputs)
         widths.append(width)
         outputs.append(width)
     return widths
 
 
-def representation_width(d_model: int, num_layers: int, dense: bool, concat_output: bool) -> int:
+def representation_width(d_model: int, num_layers: int, dense: bool | str, concat_output: bool) -> int:
     """Width of the text vector for a variant."""
     widths = layer_widths(d_model, num_layers, dense)
     return d_model + sum(widths) if concat_output else widths[-1]
@@ -106,11 +124,14 @@ class DenseTransEncoder(nn.Module, ActivationCheckpointing):
     """The network of §3.2: embeddings, N Transformer layers, dense connectivity, [CLS] pooling."""
 
     def __init__(self, vocab_size: int, d_model: int, num_layers: int, num_heads: int, ffn_multiplier: int,
-                 max_positions: int, dropout: float, dense: bool, concat_output: bool) -> None:
+                 max_positions: int, dropout: float, dense: bool | str, concat_output: bool) -> None:
         super().__init__()
         if d_model % num_heads:
             raise RankkitError(f"DenseTrans width {d_model} is not divisible by {num_heads} heads")
-        self.dense = dense
+        mode = ("all" if dense else "none") if isinstance(dense, bool) else dense
+        #: ``all``, ``below-top`` or ``none`` (see :data:`VARIANTS`).
+        self.connections = mode
+        self.dense = mode != "none"
         self.concat_output = concat_output
         self.tokens = nn.Embedding(vocab_size, d_model)
         self.positions = nn.Embedding(max_positions, d_model)
@@ -131,9 +152,12 @@ class DenseTransEncoder(nn.Module, ActivationCheckpointing):
         positions = torch.arange(length, device=input_ids.device)
         outputs = [self.tokens(input_ids) + self.positions(positions).unsqueeze(0)]  # E^0
         padding = attention_mask == 0
-        for layer in self.layers:
-            # Eq. 5 (dense): the layer reads every earlier output, concatenated; Eq. 4 otherwise.
-            inputs = torch.cat(outputs, dim=-1) if self.dense else outputs[-1]
+        last = len(self.layers) - 1
+        for index, layer in enumerate(self.layers):
+            # Eq. 5 (dense): the layer reads every earlier output, concatenated; Eq. 4 otherwise
+            # (and for the top layer of -TopDense).
+            dense = self.connections == "all" or (self.connections == "below-top" and index < last)
+            inputs = torch.cat(outputs, dim=-1) if dense else outputs[-1]
             outputs.append(self.run_block(layer, inputs, src_key_padding_mask=padding))
         final = torch.cat(outputs, dim=-1) if self.concat_output else outputs[-1]
         return cls_pool(final)
@@ -149,8 +173,14 @@ class DenseTransConfig(ModelConfig):
                                  paper="DenseTrans §4.2.3")
     variant: Literal["densetrans", "no-top-dense", "no-dense", "concat"] = option(
         "densetrans", paper="DenseTrans Table 3",
-        help="the full model or a Table 3 ablation (-TopDense, -AllDense, +Concat)",
+        help="the full model or a Table 3 ablation (-TopDense: the top layer reads only the layer below; "
+             "-AllDense; +Concat: plain layers, all layers' [CLS] concatenated)",
         aliases={"--no-top-dense": "no-top-dense", "--no-dense": "no-dense", "--concat-layers": "concat"})
+    representation: Literal["last", "all-layers"] = option(
+        "last", paper="DenseTrans §3.2.2 (last); all-layers is rankkit's pre-issue-17 default",
+        help="the text vector: [CLS] of the last layer (the paper) or of all layers' outputs concatenated "
+             "(--variant concat always concatenates)",
+        aliases={"--all-layers": "all-layers"})
     vocab_size: int = option(30522, help="tokens in the vocabulary (from the tokenizer)", minimum=1, cli=False)
     d_model: int | None = option(
         None, minimum=1, paper="DenseTrans §4.2.3 (rankkit: principal components of the MiniLM table below 384)",
@@ -166,6 +196,19 @@ class DenseTransConfig(ModelConfig):
     embedding_init: Literal["backbone", "random"] = option(
         "backbone", paper="DenseTrans §4.2.3 (random = its out-of-vocabulary initialisation)",
         help="token vectors from the backbone's input embeddings (MiniLM) or U(-0.2, 0.2)")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str) -> "DenseTransConfig":
+        """The recorded config; one written before ``representation`` existed keeps its recorded network:
+        its ``densetrans``/``concat`` read all layers, its ``no-top-dense`` was dense throughout with
+        the last layer's [CLS]."""
+        config = super().from_dict(data, source)
+        if "representation" not in data:
+            if config.variant == "no-top-dense":
+                config.variant, config.representation = "densetrans", "last"
+            elif config.variant in ("densetrans", "concat"):
+                config.representation = "all-layers"
+        return config
 
 
 class DenseTrans(BiEncoder):
@@ -184,7 +227,11 @@ class DenseTrans(BiEncoder):
         h = config
         if h.variant not in VARIANTS:
             raise RankkitError(f"unknown DenseTrans variant {h.variant!r}; known: {', '.join(VARIANTS)}")
-        dense, concat = VARIANTS[h.variant]
+        if h.representation not in REPRESENTATIONS:
+            raise RankkitError(f"unknown DenseTrans representation {h.representation!r}; known: "
+                               f"{', '.join(REPRESENTATIONS)}")
+        dense = VARIANTS[h.variant]
+        concat = h.variant == "concat" or h.representation == "all-layers"
         d_model = int(h.d_model or 384)
         self.tokenizer = tokenizer
         self.network = DenseTransEncoder(h.vocab_size, d_model, h.num_layers, h.num_heads, h.ffn_multiplier,

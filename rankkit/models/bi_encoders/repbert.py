@@ -77,10 +77,9 @@ class RepBERT(BiEncoder):
         types = int(getattr(encoder.config, "type_vocab_size", 0) or 0)
         for seg in {self.query_segment_id, self.doc_segment_id} - {0}:
             if not self._uses_segments or seg >= types:
-                raise RankkitError(
-                    f"segment id {seg} needs a backbone with at least {seg + 1} segment embeddings "
-                    f"(this one has {types}); use --doc-segment-id 0"
-                )
+                why = (f"this backbone has {types} segment embedding(s)" if self._uses_segments
+                       else "this backbone's tokenizer takes no token type ids")
+                raise RankkitError(f"segment id {seg} cannot be used: {why}; use --doc-segment-id 0")
         # BERT's pooler (the NSP head's [CLS] projection) is unused by mean pooling; freezing it keeps
         # the saved checkpoint complete and stops DDP waiting for gradients that never come.
         pooler = getattr(encoder, "pooler", None)
@@ -90,14 +89,18 @@ class RepBERT(BiEncoder):
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def for_training(cls, backbone: Path | None, config: ModelConfig) -> "RepBERT":
-        """Paper settings: documents get segment id 1, raw inner product, lengths 20/256."""
+        """Paper settings: documents get segment id 1 (0 for backbones without segments), raw inner
+        product, lengths 20/256."""
         assert isinstance(config, RepBERTConfig)
         folder = bb.resolve_backbone(backbone)
+        tokenizer = bb.load_tokenizer(folder)
         if config.doc_segment_id is None:
-            config.doc_segment_id = 1
+            # Segment id 1 where the backbone has segments (BERT); RoBERTa-style tokenizers (BigBird,
+            # RoBERTa) take no token type ids, so documents stay on segment 0 there.
+            config.doc_segment_id = 1 if "token_type_ids" in getattr(tokenizer, "model_input_names", ()) else 0
         if config.normalize is None:
             config.normalize = False
-        return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), config)
+        return cls(bb.load_encoder(folder), tokenizer, config)
 
     @classmethod
     def zero_shot(cls, backbone: Path | None, config: ModelConfig | None = None) -> "RepBERT":

@@ -1,5 +1,6 @@
 """MatRank (Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference
-Matrix", §3.1, Eqs. 1-8) and its MatRank_row ablation (``matrank-row``).
+Matrix", §3.1, Eqs. 1-8) and its one-direction ablations of Table 3 (``matrank-row``: beta only;
+``matrank-col``: omega only, the "column-wise only MatRank" of §4.3).
 
 * Eq. 1: ``h_i = encode_[CLS](q, t_i)`` (:mod:`rankkit.models.cross_encoders.pair_encoders`;
   ``--encoder bi`` is the documented CPU variant).
@@ -11,14 +12,16 @@ Matrix", §3.1, Eqs. 1-8) and its MatRank_row ablation (``matrank-row``).
 * Eqs. 6-7: ``beta = softmax(r)``, ``omega = softmax(-c)``.
 * Eq. 8: ``loss = -(sum_u y_u log beta_u + sum_v y_v log omega_v)`` (the paper prints it without
   the minus sign); with several positives ``y`` spreads the target mass evenly over them.
-  ``matrank-row`` keeps only the beta term. The loss itself is :class:`rankkit.models.losses.MatRankLoss`;
+  ``matrank-row`` keeps only the beta term, ``matrank-col`` only the omega term. The loss itself
+  is :class:`rankkit.models.losses.MatRankLoss`;
   the model returns the matrix aggregates (:class:`~rankkit.models.outputs.PreferenceOutput`).
 * Inference (§3.1, last paragraph): rank by beta and by omega and fuse the two lists by Borda
   voting, each candidate getting ``M - rank`` from each list; ties go to the better beta. The
   written score is the vote plus a fraction below 1 that encodes the beta order (see :func:`borda_vote`).
 
 For training-time group losses (``--loss kl`` etc.) and dev evaluation, the output's ``scores`` are
-the differentiable ``r - c`` (``log beta + log omega`` up to a per-query constant), or ``r`` for the row ablation.
+the differentiable ``r - c`` (``log beta + log omega`` up to a per-query constant), ``r`` for the row
+ablation and ``-c`` for the column ablation.
 With ``--encoder bi`` the cosine skip adds ``w (cos_i - cos_j)`` to ``s_ij`` so that r and -c both
 start at the zero-shot ranking (the MLP's last layer starts at zero).
 """
@@ -134,6 +137,8 @@ class MatRank(CandidateListModel):
     training_defaults = TrainingDefaults(loss="matrank")
     #: MatRank_row: the beta ranking only, in the loss and at inference.
     row_only: ClassVar[bool] = False
+    #: The column-only ablation: the omega ranking only, in the loss and at inference.
+    col_only: ClassVar[bool] = False
 
     def build_head(self, dim: int, hidden: int) -> None:
         hidden = hidden if hidden > 0 else dim
@@ -158,16 +163,23 @@ class MatRank(CandidateListModel):
         return aggregate(self.raw_matrix(h, skip), mask)
 
     def forward(self, batch: GroupBatch) -> PreferenceOutput:  # type: ignore[override]
-        """The matrix aggregates; ``scores`` = differentiable ``r - c`` (``r`` for the row ablation)."""
+        """The matrix aggregates; ``scores`` = differentiable ``r - c`` (``r`` for the row ablation,
+        ``-c`` for the column ablation)."""
         h, skip = self.grouped(batch)
         out = self.matrix(h, skip, batch.mask)
-        return PreferenceOutput(scores=out.r if self.row_only else out.r - out.c, matrix=out,
-                                use_omega=not self.row_only)
+        scores = out.r if self.row_only else -out.c if self.col_only else out.r - out.c
+        return PreferenceOutput(scores=scores, matrix=out, use_omega=not self.row_only, use_beta=not self.col_only)
+
+    def vote(self, out: MatrixOutput) -> torch.Tensor:
+        """The final scores of one query (batch of 1): the Borda vote of beta and omega, or the one
+        direction an ablation keeps (ties broken by that direction)."""
+        if self.col_only:
+            return borda_vote(out.log_omega[0], None)
+        return borda_vote(out.log_beta[0], None if self.row_only else out.log_omega[0])
 
     def list_scores(self, h: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
         """The Borda vote of one query's candidates (:func:`borda_vote`)."""
-        out = self.explain(h, skip)
-        return borda_vote(out.log_beta[0], None if self.row_only else out.log_omega[0])
+        return self.vote(self.explain(h, skip))
 
     def explain(self, h: torch.Tensor, skip: torch.Tensor | None) -> MatrixOutput:
         """The matrix and its aggregates for one query's candidates ``h [M, d]`` (batch of 1)."""
@@ -182,5 +194,13 @@ class MatRankRow(MatRank):
     row_only = True
 
 
-__all__ = ["MatRank", "MatRankConfig", "MatRankRow", "MatrixOutput", "aggregate", "blockwise_preference_matrix",
+class MatRankCol(MatRank):
+    """The column-only MatRank (§4.3: "the column-wise only MatRank has the same performance" as
+    MatRank_row): omega = softmax(-c) only (Eq. 7), in the loss and at inference."""
+
+    name = "matrank-col"
+    col_only = True
+
+
+__all__ = ["MatRank", "MatRankCol", "MatRankConfig", "MatRankRow", "MatrixOutput", "aggregate", "blockwise_preference_matrix",
            "borda_vote", "descending_ranks", "masked_log_softmax", "matrank_loss", "split_mlp_matrix"]

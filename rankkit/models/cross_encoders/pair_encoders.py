@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from rankkit.errors import RankkitError
+from rankkit.models.backbone import position_limit, reset_attention_type
 from rankkit.models.base import l2_normalize
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool, mean_pool
@@ -86,6 +87,13 @@ class CrossPairEncoder(PairEncoder):
 
     def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
         pairs = self._ids(queries, texts)
+        limit = position_limit(getattr(self.encoder, "config", None))
+        longest = max((len(ids) for ids, _ in pairs), default=0)
+        if limit is not None and longest > limit:
+            # Without this the backbone's position lookup fails deep inside transformers.
+            raise RankkitError(f"a (query, text) input of {longest} tokens exceeds the backbone's {limit} positions "
+                               f"(max_position_embeddings): lower the model's lengths (--max-doc-length, "
+                               f"--max-query-length, --window, --piece-length or rerank --max-length)")
         input_ids, attention = pad([ids for ids, _ in pairs], int(self.tokenizer.pad_token_id or 0))
         feats = {"input_ids": input_ids, "attention_mask": attention}
         if self._uses_segments:
@@ -96,6 +104,7 @@ class CrossPairEncoder(PairEncoder):
         return feats
 
     def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        reset_attention_type(self.encoder)  # BigBird: each batch's attention depends on that batch only
         out = self.encoder(**features, return_dict=True)
         return cls_pool(out.last_hidden_state), None
 

@@ -24,7 +24,6 @@ files), through the shared :class:`~rankkit.models.persistence.EncoderHeadFiles`
 from __future__ import annotations
 
 import abc
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -43,18 +42,9 @@ from rankkit.models.documents.splitting import (
     split_ids,
     tokenize_documents,
 )
-from rankkit.models.inputs import GroupBatch, PassageFeatures
+from rankkit.models.inputs import GroupBatch, PassageFeatures, batch_rng
 from rankkit.models.outputs import RankingOutput
 from rankkit.models.persistence import EncoderHeadFiles
-
-
-def batch_rng(batch: GroupBatch) -> np.random.Generator:
-    """A generator that is a pure function of the batch's qids and candidate docids (training-time
-    passage sampling: deterministic, independent of global RNG streams and of the process)."""
-    digest = hashlib.sha256()
-    for qid, docids in zip(batch.qids, batch.docids):
-        digest.update(qid.encode("utf-8") + b"\x1e" + "\x1f".join(docids).encode("utf-8") + b"\x1d")
-    return np.random.default_rng(np.frombuffer(digest.digest(), dtype=np.uint32))
 
 
 @dataclass

@@ -1,10 +1,15 @@
 """MatRank-Split (Luo et al., 2022, "MatRank: Text Re-ranking by Latent Preference Matrix", §3.2,
 Eqs. 9-12): MatRank's preference matrix over the pieces of long documents.
 
-* Pieces: each of a query's M documents is cut into its first K consecutive pieces of at most L
-  tokens (:func:`~rankkit.models.documents.splitting.split_pieces`; paper K=5, L=512, rankkit's CPU defaults
+* Pieces: each of a query's M documents is cut into its first K consecutive pieces
+  (:func:`~rankkit.models.documents.splitting.split_pieces`; paper K=5, L=512, rankkit's CPU defaults
   K=4, L=128: ``--max-pieces``, ``--piece-length``); each piece is encoded as
-  ``h = encode_[CLS](q, piece)`` (Eq. 1).
+  ``h = encode_[CLS](q, piece)`` (Eq. 1). L is the length of that encoder input, ``[CLS] q [SEP]
+  piece [SEP]``, special tokens and query included, as the paper's L=512 must be on a 512-position
+  BERT: every piece holds ``L - max_query_length - 3`` document tokens (the same for every query, so
+  piece boundaries do not depend on the query's length). A piece length above the backbone's
+  positions is refused when the model is built. Checkpoints written before this rule (no
+  ``piece_includes_query`` in rankkit.json) keep their recorded meaning: L document tokens per piece.
 * Eq. 9: ``S^ = [s^_gf]`` over all M x K pieces, ``s^_gf = MLP([h_g ; h_f])`` (Eq. 2, MatRank's
   split first layer and blockwise construction, reused from :mod:`rankkit.models.cross_encoders.matrank`), with
   ``s^_gf = 0`` when pieces g and f belong to the same document (the diagonal included) and for
@@ -23,12 +28,14 @@ For group losses (``--loss listwise-ce`` etc.) and dev MRR the document score is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from rankkit.errors import RankkitError
+from rankkit.models.backbone import position_limit
 from rankkit.models.base import TrainingDefaults
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.matrank import borda_vote, masked_log_softmax, split_mlp_matrix
@@ -66,11 +73,37 @@ def piece_matrix(raw: torch.Tensor, pmask: torch.Tensor) -> MatrixOutput:
 class MatRankSplitConfig(DocumentConfig):
     """MatRank-Split's pieces (paper: K=5 pieces of L=512 tokens; rankkit's CPU defaults 4 x 128)."""
 
-    piece_length: int = option(128, minimum=1, paper="MatRank §3.2 (L)", help="tokens per document piece")
+    piece_length: int = option(
+        128, minimum=1, paper="MatRank §3.2 (L)",
+        help="tokens of one piece's encoder input [CLS] query [SEP] piece [SEP] (query and special tokens "
+             "included: a piece holds piece-length - max-query-length - 3 document tokens); at most the "
+             "backbone's positions")
     max_pieces: int = option(4, minimum=1, paper="MatRank §3.2 (K)", rerank_flag="--max-passages",
                              help="pieces per document, from its start")
     hidden: int = option(0, minimum=0, paper="MatRank §3.1, Eq. 2",
                          help="hidden width of the pair MLP; 0 = the piece vector width")
+    piece_includes_query: bool = option(
+        True, cli=False, help="piece-length counts the whole encoder input (False: document tokens only, "
+                              "the meaning recorded by checkpoints written before issue 17)")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str) -> "MatRankSplitConfig":
+        config = super().from_dict(data, source)
+        if "piece_includes_query" not in data:  # written before the setting existed: L counted the piece only
+            config.piece_includes_query = False
+        return config
+
+    def piece_tokens(self) -> int:
+        """Document tokens per piece."""
+        if not self.piece_includes_query:
+            return int(self.piece_length)
+        return int(self.piece_length) - int(self.max_query_length) - 3
+
+    def resolve(self) -> None:
+        if self.piece_tokens() < 1:
+            raise RankkitError(f"--piece-length {self.piece_length} leaves no room for document text after a "
+                               f"{self.max_query_length}-token query and 3 special tokens "
+                               f"(at least {self.max_query_length + 4})")
 
 
 class MatRankSplit(DocumentModel):
@@ -81,7 +114,7 @@ class MatRankSplit(DocumentModel):
     output_type = PreferenceOutput
     training_defaults = TrainingDefaults(loss="matrank")
 
-    def build_head(self, dim: int) -> None:
+    def build_matrix_head(self, dim: int) -> None:
         hidden = int(self.config.hidden) or dim
         #: Eq. 2's MLP over ``[h_g ; h_f]`` (split at use into W_a, W_b, as in MatRank).
         self.mlp_in = nn.Linear(2 * dim, hidden)
@@ -93,10 +126,20 @@ class MatRankSplit(DocumentModel):
         return split_mlp_matrix(h, self.mlp_in, self.mlp_out, self.activation)
 
     def passage_tokens(self) -> int:
-        return int(self.config.piece_length)
+        """Document tokens per piece (the whole input is at most ``--piece-length``)."""
+        return self.config.piece_tokens()
+
+    def build_head(self, dim: int) -> None:
+        limit = position_limit(getattr(self.pairs.encoder, "config", None))
+        whole = self.passage_tokens() + int(self.config.max_query_length) + 3
+        if limit is not None and whole > limit:
+            raise RankkitError(f"--piece-length {self.config.piece_length} makes {whole}-token piece inputs, more than "
+                               f"the backbone's {limit} positions (max_position_embeddings): use --piece-length "
+                               f"{limit} or less")
+        self.build_matrix_head(dim)
 
     def split(self, ids: Sequence[int], rng: np.random.Generator | None) -> list[list[int]]:
-        return split_pieces(ids, length=self.config.piece_length, max_pieces=self.config.max_pieces)
+        return split_pieces(ids, length=self.passage_tokens(), max_pieces=self.config.max_pieces)
 
     def matrix(self, p: torch.Tensor, pmask: torch.Tensor, dmask: torch.Tensor) -> MatrixOutput:
         """Eqs. 9-11 for piece vectors ``p [G, S, K, dim]`` (``dmask``: real documents, which are

@@ -16,7 +16,9 @@ softmax, zeros for sums, key padding for the transformer).
   hidden layer (``--hidden``, default ``dim``) scores every output vector of every layer and the
   document score is the sum of those scores (§3.4, footnote 3);
 * ``parade-transformer`` (Eqs. 5-7): ``(emb_[CLS], p_1, ..., p_n)`` plus learned position
-  embeddings (as in the authors' implementation, so passage order is visible) through 2 randomly
+  embeddings (as in the authors' implementation, so passage order is visible; one per passage up to
+  ``--position-passages``, default the training ``--max-passages``: declare more to score more
+  passages at inference than were trained on, PARADE Table 10) through 2 randomly
   initialised post-LayerNorm transformer encoder layers with the backbone's width, heads,
   feed-forward size and dropout (ReLU FFN, Eqs. 5-6); ``d`` is the output at ``emb_[CLS]``.
   ``emb_[CLS]`` starts as the backbone's [CLS] token embedding and is trained.
@@ -169,10 +171,28 @@ class ParadeCNN(Parade):
         return total
 
 
+@dataclass
+class ParadeTransformerConfig(PassageWindowConfig):
+    """PARADE-Transformer's settings: the windows plus the size of the passage position table."""
+
+    position_passages: int | None = option(
+        None, minimum=1, paper="PARADE Table 10 (train on 8, evaluate on 16/32/64 passages)",
+        help="passage positions learned (the most passages rerank --max-passages can score) [default: "
+             "--max-passages]; positions past those seen in training keep their random initialisation")
+
+    def resolve(self) -> None:
+        if self.position_passages is None:
+            self.position_passages = self.max_passages
+        if self.position_passages < self.max_passages:
+            raise RankkitError(f"--position-passages {self.position_passages} is below --max-passages "
+                               f"{self.max_passages}: every trained passage needs a position")
+
+
 class ParadeTransformer(Parade, ActivationCheckpointing):
     """PARADE-Transformer (Eqs. 5-7): 2 transformer layers over ``(emb_[CLS], p_1..p_n)``."""
 
     name = "parade-transformer"
+    config_class: ClassVar[type[ModelConfig]] = ParadeTransformerConfig
 
     def build_aggregator(self, dim: int) -> None:
         config = self.pairs.encoder.config
@@ -180,8 +200,10 @@ class ParadeTransformer(Parade, ActivationCheckpointing):
         cls_id = int(self.tokenizer.cls_token_id)
         #: ``emb_[CLS]``: BERT's [CLS] token embedding, trained from there.
         self.cls_embedding = nn.Parameter(embeddings.weight[cls_id].detach().clone())
-        #: Learned passage positions (0 = [CLS]), N(0, 0.02) like BERT's.
-        self.positions = nn.Parameter(torch.randn(int(self.config.max_passages) + 1, dim) * 0.02)
+        #: Learned passage positions (0 = [CLS]), N(0, 0.02) like BERT's; checkpoints written before
+        #: --position-passages existed record none and have one per trained passage.
+        count = self.config.position_passages or self.config.max_passages
+        self.positions = nn.Parameter(torch.randn(int(count) + 1, dim) * 0.02)
         layer = nn.TransformerEncoderLayer(
             d_model=dim, nhead=int(config.num_attention_heads), dim_feedforward=int(config.intermediate_size),
             dropout=float(getattr(config, "hidden_dropout_prob", 0.1)), activation="relu", batch_first=True,
@@ -191,11 +213,11 @@ class ParadeTransformer(Parade, ActivationCheckpointing):
         self.aggregator = nn.TransformerEncoder(layer, TRANSFORMER_LAYERS, enable_nested_tensor=False)
 
     def set_max_passages(self, max_passages: int) -> None:
-        """At most the trained count: there is one learned position per passage slot."""
+        """At most the position table's size: there is one learned position per passage slot."""
         trained = int(self.positions.shape[0]) - 1
         if max_passages > trained:
             raise RankkitError(f"--max-passages {max_passages} exceeds the {trained} passage positions "
-                               f"{self.name} was trained with")
+                               f"{self.name} was trained with (train with --position-passages N to score up to N)")
         super().set_max_passages(max_passages)
 
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

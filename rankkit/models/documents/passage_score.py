@@ -1,28 +1,38 @@
-"""Passage *score* aggregation (PARADE §3.2, Figure 1a; BERT-MaxP/FirstP/SumP): ``maxp``, ``firstp``, ``sump``.
+"""Passage *score* aggregation (PARADE §3.2, Figure 1a; BERT-MaxP/FirstP/SumP): ``maxp``, ``firstp``,
+``sump``, ``avgp``, ``kmaxp``.
 
 Each passage gets a point-wise cross-encoder score ``s_i = w . p_i + b`` (a linear layer on the
 [CLS] vector of PARADE Eq. 1, as ``mono``); the document score is
 
 * ``maxp``: ``max_i s_i`` over the document's real passages (BERT-MaxP);
 * ``firstp``: ``s_1``, the first passage only (BERT-FirstP; only the first window is encoded);
-* ``sump``: ``sum_i s_i`` over the real passages.
+* ``sump``: ``sum_i s_i`` over the real passages;
+* ``avgp``: ``(1/n) sum_i s_i``, the mean over the n real passages (Figure 1a's average pooling);
+* ``kmaxp``: the mean of the k highest passage scores (Figure 1a's k-max pooling, ``--k``, default
+  3 as Birch's top-3 sentences; a document with fewer than k passages averages all of them).
 
-All three train end to end on document labels (the loss sees only the document scores), unlike
-BERT-MaxP's original passage-level training.
+By default they train end to end on document labels (the group losses see the document scores:
+PARADE Table 7's "MaxP (e2e)"). ``--loss passage-ce`` trains them the way BERT-MaxP and PARADE's
+ELECTRA-MaxP baseline were trained: every real passage is an example of its own, labelled with its
+document's label (relevant or not), point-wise cross-entropy on its score
+(:class:`~rankkit.models.losses.PassageCrossEntropyLoss`); the aggregation is then used at
+inference only. The models return a :class:`~rankkit.models.outputs.PassageScoreOutput` (document
+scores plus every passage score) so both objectives apply.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from dataclasses import dataclass
-
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.documents.base import PassageWindowConfig, PerDocumentModel
+from rankkit.models.inputs import GroupBatch
+from rankkit.models.outputs import PassageScoreOutput
 
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
@@ -36,8 +46,20 @@ def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
 class PassageScoreModel(PerDocumentModel):
     """A linear score per passage, aggregated into a document score by :meth:`pool`."""
 
+    output_type = PassageScoreOutput
+
     def build_head(self, dim: int) -> None:
         self.scorer = nn.Linear(dim, 1)
+
+    def forward(self, batch: GroupBatch) -> PassageScoreOutput:  # type: ignore[override]
+        """Document scores ``[G, S]`` plus every passage's score ``[G, S, N]`` and the passage mask."""
+        p, pmask = self.passages(batch)
+        pmask = pmask & batch.mask[..., None]
+        passage_scores = self.scorer(p).squeeze(-1)
+        g, s = batch.mask.nonzero(as_tuple=True)
+        doc = self.pool(passage_scores[g, s], pmask[g, s])
+        scores = doc.new_zeros(batch.mask.shape).index_put((g, s), doc)
+        return PassageScoreOutput(scores=scores, passage_scores=passage_scores, passage_mask=pmask)
 
     def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Document scores ``[D]`` from passage scores ``s [D, N]`` (max by default)."""
@@ -82,3 +104,40 @@ class SumP(PassageScoreModel):
 
     def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return s.masked_fill(~mask, 0.0).sum(dim=1)
+
+
+class AvgP(PassageScoreModel):
+    """AvgP (PARADE Figure 1a, average pooling): the mean of the real passages' scores."""
+
+    name = "avgp"
+
+    def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return s.masked_fill(~mask, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1).to(s.dtype)
+
+
+def kmax_mean(s: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
+    """The mean of the ``k`` largest real entries of each row of ``s [D, N]`` (all of them when a row
+    has fewer than ``k``; 0 for a row without any)."""
+    k = min(k, s.shape[1])
+    top = s.masked_fill(~mask, torch.finfo(s.dtype).min).topk(k, dim=1).values
+    count = mask.sum(dim=1).clamp(max=k)
+    keep = torch.arange(k, device=s.device)[None, :] < count[:, None]
+    return top.masked_fill(~keep, 0.0).sum(dim=1) / count.clamp(min=1).to(s.dtype)
+
+
+@dataclass
+class KMaxPConfig(PassageWindowConfig):
+    """The passage windows plus k of the k-max pooling."""
+
+    k: int = option(3, minimum=1, paper="PARADE §3.2, Figure 1a (k-max pooling; k=3 as Birch's top-3)",
+                    help="passage scores averaged: the k highest of each document")
+
+
+class KMaxP(PassageScoreModel):
+    """k-max average pooling (PARADE Figure 1a): the mean of the k highest passage scores."""
+
+    name = "kmaxp"
+    config_class: ClassVar[type[ModelConfig]] = KMaxPConfig
+
+    def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return kmax_mean(s, mask, int(self.config.k))
