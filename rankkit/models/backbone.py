@@ -21,7 +21,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertModel,
+    BertTokenizer,
+)
 
 from rankkit.errors import InputError, RankkitError  # noqa: E402
 
@@ -62,17 +69,76 @@ def load_tokenizer(folder: str | os.PathLike[str]) -> Any:
         raise InputError(folder, None, f"cannot load a tokenizer: {' '.join(str(err).split())}") from None
 
 
-def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel:
-    """The transformer encoder (``AutoModel``, no task head) saved in ``folder`` (safetensors weights only)."""
-    path = Path(folder)
+def _require_safetensors(path: Path) -> None:
+    """Refuse a folder without safetensors weights (pickled ``.bin``/``.pt`` files can run code)."""
     if not list(path.glob("*.safetensors")):
         pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
         why = f" (found {', '.join(pickled)}: pickle files can run code when loaded)" if pickled else ""
         raise InputError(path, None, f"no model.safetensors: rankkit loads only safetensors weights{why}")
+
+
+def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel:
+    """The transformer encoder (``AutoModel``, no task head) saved in ``folder`` (safetensors weights only).
+
+    A ``*ForSequenceClassification`` folder (a published cross-encoder) works too: its encoder
+    weights are read and its classification head is left out.
+    """
+    path = Path(folder)
+    _require_safetensors(path)
     try:
         return AutoModel.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, RuntimeError) as err:  # missing files, bad config, mismatched weights
         raise InputError(folder, None, f"cannot load a model: {' '.join(str(err).split())}") from None
+
+
+def hf_architectures(folder: str | os.PathLike[str]) -> list[str]:
+    """The ``architectures`` named in ``folder``'s config.json (empty when absent or unreadable)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return []
+    names = config.get("architectures") if isinstance(config, dict) else None
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def is_sequence_classifier(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` holds a Hugging Face ``*ForSequenceClassification`` model (a cross-encoder)."""
+    return any(name.endswith("ForSequenceClassification") for name in hf_architectures(folder))
+
+
+def load_sequence_classifier(folder: str | os.PathLike[str], *, new_head: bool = False) -> transformers.PreTrainedModel:
+    """The ``AutoModelForSequenceClassification`` saved in ``folder`` (safetensors only), every weight present.
+
+    ``new_head``: ``folder`` is a plain encoder (``AutoModel``) and the one-label classification
+    head is created (transformers' own initialisation, from the torch RNG) to be trained. A folder
+    that already is a sequence classifier always keeps its own head.
+    """
+    path = Path(folder)
+    _require_safetensors(path)
+    classifier = is_sequence_classifier(path)
+    if not classifier and not new_head:
+        found = ", ".join(hf_architectures(path)) or "no architectures in config.json"
+        raise InputError(path, None, f"not a Hugging Face sequence classifier ({found}); a cross-encoder folder "
+                                     "names a *ForSequenceClassification architecture")
+    kwargs: dict[str, Any] = {} if classifier else {"num_labels": 1}
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            str(path), local_files_only=True, output_loading_info=True, **kwargs)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise InputError(path, None, f"cannot load a sequence classifier: {' '.join(str(err).split())}") from None
+    prefix = str(getattr(model, "base_model_prefix", "")) + "."
+    # A plain encoder lacks only the new head; anything else missing would be silently random.
+    missing = sorted(k for k in info.get("missing_keys", ()) if classifier or k.startswith(prefix))
+    mismatched = sorted(str(k[0]) if isinstance(k, tuple) else str(k) for k in info.get("mismatched_keys", ()))
+    if missing or mismatched:
+        what = missing[0] if missing else mismatched[0]
+        raise InputError(path, None, f"weights do not fit the {type(model).__name__}: "
+                                     f"{len(missing)} missing, {len(mismatched)} of another shape (first: {what})")
+    labels = int(model.config.num_labels)
+    if labels not in (1, 2):
+        raise InputError(path, None, f"a sequence classifier with {labels} labels is no relevance scorer "
+                                     "(rankkit reads 1 label: the score, or 2: not relevant / relevant)")
+    return model
 
 
 def sentence_transformers_normalizes(folder: str | os.PathLike[str]) -> bool:

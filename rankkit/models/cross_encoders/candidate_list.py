@@ -79,11 +79,12 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         self.tokenizer = tokenizer
         qlen, dlen = config.max_query_length, config.max_doc_length
         if kind == "cross":
-            self.pairs: PairEncoder = self.cross_pair_encoder(encoder, tokenizer, qlen, qlen + dlen + 3)
+            self.pairs: PairEncoder = self.cross_pairs(encoder, tokenizer, qlen, qlen + dlen + 3)
         else:
             self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder))
         if kind == "cross" and config.freeze_encoder:
-            encoder.requires_grad_(False)
+            # The encoder itself (base_model), not a sequence classifier's head around it.
+            getattr(encoder, "base_model", encoder).requires_grad_(False)
         # A learned weight on the cosine (bi encoder only); a parameter either way so that every
         # checkpoint of a model has the same tensors.
         self.skip_weight = nn.Parameter(torch.tensor(SKIP_INIT if kind == "bi" else 0.0),
@@ -91,6 +92,10 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         self.build_head(self.pairs.dim, int(config.hidden or 0))
 
     # -- construction -------------------------------------------------------------------------
+    def cross_pairs(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> CrossPairEncoder:
+        """The ``cross`` pair encoder (:attr:`cross_pair_encoder`; ``mono`` may use a sequence classifier)."""
+        return self.cross_pair_encoder(encoder, tokenizer, max_query_length, max_length)
+
     @abc.abstractmethod
     def build_head(self, dim: int, hidden: int) -> None:
         """Create the head's layers for ``h_i`` of width ``dim``."""

@@ -3,6 +3,9 @@
 * ``cross`` (MatRank Eq. 1): ``h_i = encode_[CLS](q, t_i)``, the last-layer [CLS] vector of
   ``[CLS] q [SEP] t_i [SEP]`` through the backbone (segment ids 0 for the query part, 1 for the
   passage part), trained end to end;
+* ``cross`` through a Hugging Face ``*ForSequenceClassification`` model (``mono``'s default since
+  rankkit 0.2): the same pair, scored by the model's own classification head, so the checkpoint is
+  a standard sequence classifier (:class:`ClassifierPairEncoder`);
 * ``bi`` (a documented CPU variant, not in the paper): the backbone encodes query and passage
   separately (mean pooling, unit length, exactly the zero-shot sentence-transformers vectors) and
   ``h_i = [q; t; q*t; |q-t|]``; the cosine ``q . t`` is also returned as a skip score. A frozen
@@ -98,6 +101,29 @@ class CrossPairEncoder(PairEncoder):
     def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
         out = self.encoder(**features, return_dict=True)
         return cls_pool(out.last_hidden_state), None
+
+
+class ClassifierPairEncoder(CrossPairEncoder):
+    """The cross pair through a ``*ForSequenceClassification`` model: ``h_i`` is its relevance score (width 1).
+
+    The pair is tokenised exactly as :class:`CrossPairEncoder` does (``[CLS] q [SEP] t_i [SEP]``,
+    segment ids 0/1, as a Hugging Face tokenizer encodes a text pair); the head is the model's own.
+    BERT's is ``w . tanh(W_p h_[CLS] + b_p) + b``, the pooled output of Devlin et al. (2019) and
+    monoBERT (Nogueira and Cho, 2019, "Passage Re-ranking with BERT", §2). One label: the logit is
+    the score (sentence-transformers' ``CrossEncoder`` without its activation); two labels (not
+    relevant, relevant): ``log softmax`` of "relevant", monoBERT's score.
+    """
+
+    def __init__(self, classifier: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
+        super().__init__(classifier, tokenizer, max_query_length, max_length)
+        self.dim = 1
+        self.labels = int(classifier.config.num_labels)
+
+    def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        logits = self.encoder(**features, return_dict=True).logits
+        if self.labels == 2:
+            return torch.log_softmax(logits, dim=-1)[:, 1:], None
+        return logits[:, :1], None
 
 
 class BiPairEncoder(PairEncoder):
