@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -139,6 +140,113 @@ def load_sequence_classifier(folder: str | os.PathLike[str], *, new_head: bool =
         raise InputError(path, None, f"a sequence classifier with {labels} labels is no relevance scorer "
                                      "(rankkit reads 1 label: the score, or 2: not relevant / relevant)")
     return model
+
+
+ST_TRANSFORMER = "sentence_transformers.models.Transformer"
+ST_POOLING = "sentence_transformers.models.Pooling"
+ST_NORMALIZE = "sentence_transformers.models.Normalize"
+#: sentence-transformers' pooling modes, old (boolean keys) and new (``pooling_mode``) spellings.
+_ST_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                    "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                    "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+@dataclass(frozen=True)
+class SentenceTransformersPipeline:
+    """What a sentence-transformers folder's modules.json and module configs say about its vectors."""
+
+    pooling: str  # "mean", "cls", "max" (or a mode rankkit does not compute: refused by its readers)
+    normalize: bool
+    prompts: dict[str, str]  # config_sentence_transformers.json "prompts" ({"query": ..., "document": ...})
+    others: tuple[str, ...]  # modules besides Transformer, Pooling and Normalize (Dense, ...)
+
+
+def _module_type(entry: dict[str, Any]) -> str:
+    """A module's type with the ST >= 5 paths (``sentence_transformers.sentence_transformer.modules.X``) folded."""
+    kind = str(entry.get("type", ""))
+    return "sentence_transformers.models." + kind.rsplit(".", 1)[-1] if kind.startswith("sentence_transformers.") else kind
+
+
+def read_sentence_transformers(folder: str | os.PathLike[str]) -> SentenceTransformersPipeline | None:
+    """The sentence-transformers pipeline of ``folder`` (``None``: no modules.json, a plain HF folder).
+
+    A broken modules.json or pooling config is an :class:`InputError` naming the file.
+    """
+    root = Path(folder)
+    path = root / "modules.json"
+    if not path.is_file():
+        return None
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError("expected a list of modules")
+    except (OSError, ValueError) as err:
+        raise InputError(path, None, f"not a sentence-transformers modules.json: {err}") from None
+    pooling, normalize, others = "mean", False, []
+    for entry in entries:
+        kind = _module_type(entry)
+        if kind == ST_POOLING:
+            pooling = _pooling_mode(root / str(entry.get("path", "")) / "config.json")
+        elif kind == ST_NORMALIZE:
+            normalize = True
+        elif kind != ST_TRANSFORMER:
+            others.append(kind.rsplit(".", 1)[-1])
+    prompts: dict[str, str] = {}
+    st_config = root / "config_sentence_transformers.json"
+    if st_config.is_file():
+        try:
+            found = json.loads(st_config.read_text(encoding="utf-8")).get("prompts") or {}
+        except (OSError, ValueError, AttributeError) as err:
+            raise InputError(st_config, None, f"unreadable sentence-transformers config: {err}") from None
+        prompts = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    return SentenceTransformersPipeline(pooling, normalize, prompts, tuple(others))
+
+
+def write_sentence_transformers(folder: str | os.PathLike[str], *, dim: int, pooling: str, normalize: bool,
+                                max_seq_length: int, prompts: dict[str, str]) -> None:
+    """Write the sentence-transformers files that make ``folder`` (a saved HF encoder) a SentenceTransformer.
+
+    modules.json (Transformer, Pooling, then Normalize for cosine models), sentence_bert_config.json,
+    1_Pooling/config.json (the pre-5.0 boolean keys, which every sentence-transformers version reads),
+    2_Normalize/ and config_sentence_transformers.json (``prompts``: the query and document prefixes,
+    which ``encode_query``/``encode_document`` prepend; ``similarity_fn_name``).
+    """
+    root = Path(folder)
+    modules: list[dict[str, Any]] = [
+        {"idx": 0, "name": "0", "path": "", "type": ST_TRANSFORMER},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": ST_POOLING},
+    ]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": ST_NORMALIZE})
+        (root / "2_Normalize").mkdir(exist_ok=True)
+    pooling_config = {"word_embedding_dimension": int(dim), **{key: pooling == name for key, name in _ST_POOLING_KEYS.items()},
+                      "include_prompt": True}
+    (root / "1_Pooling").mkdir(exist_ok=True)
+    files = {
+        root / "modules.json": modules,
+        root / "sentence_bert_config.json": {"max_seq_length": int(max_seq_length), "do_lower_case": False},
+        root / "1_Pooling" / "config.json": pooling_config,
+        root / "config_sentence_transformers.json": {
+            "prompts": {k: v for k, v in prompts.items() if v}, "default_prompt_name": None,
+            "similarity_fn_name": "cosine" if normalize else "dot"},
+    }
+    for path, data in files.items():
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _pooling_mode(path: Path) -> str:
+    """The single pooling mode of a sentence-transformers Pooling config (old or new spelling)."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(path, None, f"unreadable sentence-transformers pooling config: {err}") from None
+    mode = config.get("pooling_mode") if isinstance(config, dict) else None
+    if mode is None and isinstance(config, dict):
+        mode = [name for key, name in _ST_POOLING_KEYS.items() if config.get(key)] or ["mean"]
+    modes = [mode] if isinstance(mode, str) else list(mode or [])
+    if len(modes) != 1:
+        raise InputError(path, None, f"concatenated pooling modes {modes} are not supported; one mode expected")
+    return str(modes[0])
 
 
 def sentence_transformers_normalizes(folder: str | os.PathLike[str]) -> bool:
