@@ -276,15 +276,26 @@ def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,
 
 
 def load_dense_index(index_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], faiss.Index, list[str]]:
-    """``(metadata, faiss index, docids)`` of a finished dense index folder."""
+    """``(metadata, faiss index, docids)`` of a finished dense index folder, rankkit's or Pyserini's.
+
+    A Pyserini faiss folder (``index`` + ``docid``, no manifest) gets ``dims`` from the index; it
+    records no encoder, so its queries need one given (:func:`rankkit.dense.dense_search`'s
+    ``checkpoint``).
+    """
     folder = Path(index_dir)
     meta = read_manifest(folder, kinds=("dense",))
+    foreign = meta.get("foreign") == "pyserini-faiss"
+    index_file, docid_file = (folder / "index", folder / "docid") if foreign else (folder / INDEX_FILE, folder / DOCIDS)
     try:
-        index = faiss.read_index(str(folder / INDEX_FILE))
+        index = faiss.read_index(str(index_file))
     except RuntimeError as err:  # faiss reports unreadable or truncated files as RuntimeError
         message = " ".join(str(err).split())
-        raise InputError(folder / INDEX_FILE, None, f"not a readable faiss index ({message[:160]})") from None
-    docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines()
+        raise InputError(index_file, None, f"not a readable faiss index ({message[:160]})") from None
+    if foreign:
+        if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise InputError(index_file, None, "not an inner-product faiss index (rankkit scores by inner product)")
+        meta.update(dims=int(index.d), metric="inner_product")
+    docids = docid_file.read_text(encoding="utf-8").splitlines()
     if len(docids) != index.ntotal:
         raise RankkitError(f"{folder}: {len(docids)} docids for {index.ntotal} vectors; rebuild the index")
     return meta, index, docids

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError
 from rankkit.errors import RankkitError
 from rankkit.lexical import java
+from rankkit.lexical.index import resolved_options
 from rankkit.indexes import read_manifest
 
 
@@ -26,7 +27,7 @@ class IndexDocStore(DocStore):
 
     def __init__(self, index_dir: Path) -> None:
         manifest = read_manifest(index_dir, kinds=("bm25",))
-        if not manifest.get("options", {}).get("store_raw", False):
+        if not resolved_options(index_dir, manifest).get("store_raw", False):
             raise RankkitError(f"index {index_dir} stores no raw text; give the corpus file instead")
         self.path = index_dir
         self.source = f"index {index_dir}"
