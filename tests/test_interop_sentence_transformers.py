@@ -140,3 +140,36 @@ def test_cli_options_are_generated(cli, backbone: Path) -> None:
         assert flag in result.stdout
     result = cli("rerank", "--help")
     assert "--query-prefix" in result.stdout and "--pooling" in result.stdout
+
+
+def test_dense_index_records_prefixes_for_a_zero_shot_backbone(cli, backbone: Path, tmp_path: Path) -> None:
+    """E5-style use: prefixes given to `rankkit index` are recorded and the searches use them."""
+    from training_helpers import write_corpus, write_topics
+
+    from rankkit.formats import iter_corpus, read_run, read_topics
+
+    corpus, topics = write_corpus(tmp_path / "corpus.jsonl"), write_topics(tmp_path / "topics.tsv")
+    result = cli("index", "--kind", "dense", "--model", "repbert", "--checkpoint", backbone, "--corpus", corpus,
+                 "--index", tmp_path / "index", "--query-prefix", "query: ", "--doc-prefix", "passage: ",
+                 "--pooling", "max", "--max-doc-length", 60, "--device", "cpu")
+    assert result.code == 0, result.stderr
+    manifest = json.loads((tmp_path / "index" / "rankkit-index.json").read_text(encoding="utf-8"))
+    hparams = manifest["model_hparams"]
+    assert (hparams["query_prefix"], hparams["doc_prefix"], hparams["pooling"]) == ("query: ", "passage: ", "max")
+    result = cli("retrieve", "--model", "repbert", "--index", tmp_path / "index", "--topics", topics,
+                 "--output", tmp_path / "run.txt", "--k", 3, "--device", "cpu")
+    assert result.code == 0, result.stderr
+    run = read_run(tmp_path / "run.txt")
+
+    model = RepBERT.zero_shot(backbone, RepBERT.config_class(  # type: ignore[call-arg]
+        pooling="max", query_prefix="query: ", doc_prefix="passage: ", max_doc_length=60))
+    docs = list(iter_corpus(corpus))
+    scores = model.encode(list(read_topics(topics).values()), is_query=True) @ \
+        model.encode([d.contents for d in docs], is_query=False).T
+    for qid, row in zip(read_topics(topics), scores):
+        assert list(run[qid].values()) == pytest.approx(torch.topk(row, 3).values.tolist(), rel=1e-5)
+
+    result = cli("index", "--kind", "bm25", "--corpus", corpus, "--index", tmp_path / "bm25", "--pooling", "cls")
+    # In a fresh process the option is unknown to a BM25 build ("No such option"); once generated
+    # (in this process, by the dense build above) it is refused by name.
+    assert result.code == 2 and "--pooling" in result.stderr and not (tmp_path / "bm25").exists()

@@ -10,7 +10,7 @@ import faiss
 import numpy as np
 
 from rankkit.console import log, progress_bar
-from rankkit.dense.faiss_index import load_bi_encoder, load_dense_index, set_max_lengths
+from rankkit.dense.faiss_index import apply_recorded_settings, load_bi_encoder, load_dense_index, set_max_lengths
 from rankkit.errors import RankkitError
 from rankkit.formats import Run, read_topics
 
@@ -52,6 +52,7 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
                            f"retrieve from it with --model {meta['model']}")
     queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
     model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device)
+    apply_recorded_settings(model, meta.get("model_hparams", {}))
     # The query limit recorded at build time (it may override the model's), unless given here.
     recorded = meta.get("model_hparams", {}).get("max_query_length")
     set_max_lengths(model, max_query_length if max_query_length is not None else recorded)
