@@ -170,3 +170,30 @@ def test_matrank_starts_from_a_hf_cross_encoder(hf_cross_encoder: Path) -> None:
     reference = AutoModel.from_pretrained(str(hf_cross_encoder))
     for name, value in reference.state_dict().items():
         assert torch.equal(model.pairs.encoder.state_dict()[name], value), name
+
+
+@pytest.mark.parametrize("name", ["set-encoder", "maxp", "parade-max"])
+def test_other_cross_encoders_start_from_a_hf_cross_encoder(hf_cross_encoder: Path, name: str) -> None:
+    from transformers import AutoModel
+
+    from rankkit.models import get_model_class
+
+    model = build_model(get_model_class(name), hf_cross_encoder)
+    reference = AutoModel.from_pretrained(str(hf_cross_encoder)).state_dict()
+    own = model.pairs.encoder.state_dict()
+    assert all(torch.equal(own[key], value) for key, value in reference.items() if key in own)
+    assert sum(key in own for key in reference) >= len(reference) - 2  # the Set-Encoder rebuilds its attention
+
+
+def test_a_frozen_encoder_keeps_the_classifier_head_trainable(backbone: Path) -> None:
+    model = build_model(Mono, backbone, {"freeze_encoder": True})
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"pairs.encoder.classifier.weight", "pairs.encoder.classifier.bias"}
+
+
+def test_starting_from_a_cross_encoder_keeps_its_head(hf_cross_encoder: Path) -> None:
+    from sentence_transformers import CrossEncoder
+
+    model = build_model(Mono, hf_cross_encoder).eval()
+    cross = CrossEncoder(str(hf_cross_encoder), device="cpu", activation_fn=torch.nn.Identity())
+    assert flat(model.rerank_scores(QUERIES, TEXTS)) == pytest.approx(cross.predict(pairs()).tolist(), abs=1e-5)
