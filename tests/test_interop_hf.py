@@ -197,3 +197,15 @@ def test_starting_from_a_cross_encoder_keeps_its_head(hf_cross_encoder: Path) ->
     model = build_model(Mono, hf_cross_encoder).eval()
     cross = CrossEncoder(str(hf_cross_encoder), device="cpu", activation_fn=torch.nn.Identity())
     assert flat(model.rerank_scores(QUERIES, TEXTS)) == pytest.approx(cross.predict(pairs()).tolist(), abs=1e-5)
+
+
+def test_long_passages_are_cut_where_cross_encoder_cuts_them(backbone: Path, tmp_path: Path) -> None:
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(0)
+    model = build_model(Mono, backbone, {"max_query_length": 8, "max_doc_length": 40}).eval()
+    save_model(model, tmp_path / "ck", {})
+    long = " ".join(["red apple fruit tree river water"] * 20)  # far beyond the 51-token pair
+    ours = flat(model.rerank_scores(["apple fruit"], [[long, "car engine"]]))
+    cross = CrossEncoder(str(tmp_path / "ck"), device="cpu", activation_fn=torch.nn.Identity())
+    assert ours == pytest.approx(cross.predict([("apple fruit", long), ("apple fruit", "car engine")]).tolist(), abs=1e-5)

@@ -143,6 +143,11 @@ class Mono(CandidateListModel):
         pairs = self.pairs
         assert isinstance(pairs, ClassifierPairEncoder)
         pairs.encoder.save_pretrained(str(folder))
+        # The pair length the model scores (query + passage + 3), as the tokenizer's limit: a
+        # Hugging Face tokenizer's ``longest_first`` truncation then cuts a long passage exactly
+        # where rankkit does (for queries within max_query_length), so CrossEncoder agrees on long
+        # passages too. rankkit's own tokenisation passes its lengths explicitly.
+        self.tokenizer.model_max_length = pairs.max_length
         self.tokenizer.save_pretrained(str(folder))
 
     # -- scoring ------------------------------------------------------------------------------
