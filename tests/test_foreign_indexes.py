@@ -151,3 +151,13 @@ def test_pyserini_faiss_folder_searches_as_pyserini(cli, tmp_path: Path) -> None
                  "--output", tmp_path / "run.txt", "--k", 10, "--device", "cpu")
     assert result.code == 0, result.stderr
     assert {q: list(d) for q, d in read_run(tmp_path / "run.txt").items()} == {q: list(d) for q, d in ours.items()}
+
+
+def test_a_relative_index_path_after_the_jvm_started_elsewhere(lucene: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java resolves relative paths against the directory the JVM started in: rankkit passes absolute ones."""
+    java.start_jvm()
+    monkeypatch.chdir(lucene.parent)
+    with Bm25Searcher(Path(lucene.name)) as searcher:
+        assert searcher.num_docs == DOCS
+    with open_docstore(index=Path(lucene.name)) as store:
+        assert len(store) == DOCS

@@ -31,7 +31,8 @@ class IndexDocStore(DocStore):
             raise RankkitError(f"index {index_dir} stores no raw text; give the corpus file instead")
         self.path = index_dir
         self.source = f"index {index_dir}"
-        self._searcher = java.autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+        # Absolute: the JVM resolves relative paths against the directory it started in.
+        self._searcher = java.autoclass("io.anserini.search.SimpleSearcher")(str(Path(index_dir).resolve()))
         self._size = int(self._searcher.get_total_num_docs())
 
     def __len__(self) -> int:

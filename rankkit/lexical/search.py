@@ -70,7 +70,8 @@ class Bm25Searcher:
                    else "rebuild it with Pyserini's --storeDocvectors")
             raise RankkitError(f"RM3 needs document vectors, and index {self.index_dir} was built without them; {how}")
         self.params = params
-        self._searcher: Any = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.index_dir))
+        # Absolute: the JVM resolves relative paths against the directory it started in, not the current one.
+        self._searcher: Any = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.index_dir.resolve()))
         self._searcher.set_bm25(float(params.k1), float(params.b))
         if params.rm3:
             # As pyserini's LuceneSearcher.set_rm3 on an index with document vectors (collection None).
