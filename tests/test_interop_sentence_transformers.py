@@ -173,3 +173,18 @@ def test_dense_index_records_prefixes_for_a_zero_shot_backbone(cli, backbone: Pa
     # In a fresh process the option is unknown to a BM25 build ("No such option"); once generated
     # (in this process, by the dense build above) it is refused by name.
     assert result.code == 2 and "--pooling" in result.stderr and not (tmp_path / "bm25").exists()
+
+
+def test_bi_variant_of_the_rerankers_pools_as_the_backbone(backbone: Path, tmp_path: Path) -> None:
+    """``--encoder bi`` of mono/matrank starts at the backbone's own zero-shot cosine (x 20): [CLS] for BGE."""
+    from rankkit.models import Mono
+
+    folder = sentence_transformers_folder(backbone, tmp_path / "bge", "cls", normalize=True)
+    model = build_model(Mono, folder, {"encoder": "bi"}).eval()
+    assert model.hparams["bi_pooling"] == "cls"
+    ours = model.rerank_scores(QUERIES[:1], [DOCUMENTS])[0]
+    reference = st.SentenceTransformer(str(folder), device="cpu")
+    cosine = reference.similarity(reference.encode(QUERIES[:1]), reference.encode(DOCUMENTS))[0]
+    torch.testing.assert_close(ours.float(), 20 * cosine, rtol=0, atol=1e-4)
+    save_model(model, tmp_path / "ck", {})
+    assert load_model(tmp_path / "ck").rerank_scores(QUERIES[:1], [DOCUMENTS])[0].tolist() == ours.tolist()

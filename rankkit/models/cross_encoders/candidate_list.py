@@ -29,6 +29,7 @@ from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder
 from rankkit.models.inputs import GroupBatch, PairFeatures, length_order
 from rankkit.models.persistence import EncoderHeadFiles
+from rankkit.models.pooling import POOLING_MODES
 
 ENCODERS = ("cross", "bi")
 #: Initial weight of the cosine skip connection of the ``bi`` encoder: all-MiniLM-L6-v2 was
@@ -50,6 +51,10 @@ class CandidateListConfig(ModelConfig):
     freeze_encoder: bool | None = option(
         None, flag="--freeze-encoder/--tune-encoder",
         help="freeze the backbone [default: frozen for --encoder bi, trained for cross]")
+    bi_pooling: str | None = option(
+        None, cli=False,
+        help="--encoder bi: the backbone's sentence-transformers pooling (mean, cls or max), read from its "
+             "modules.json when training starts [default: mean]")
     hidden: int | None = option(
         None, minimum=0, paper="MatRank §3.1 (the scoring head)",
         help="head hidden width; 0 = a linear layer on h [default: bi 256, cross 0]")
@@ -81,7 +86,8 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         if kind == "cross":
             self.pairs: PairEncoder = self.cross_pairs(encoder, tokenizer, qlen, qlen + dlen + 3)
         else:
-            self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder))
+            self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder),
+                                       config.bi_pooling or "mean")
         if kind == "cross" and config.freeze_encoder:
             # The encoder itself (base_model), not a sequence classifier's head around it.
             getattr(encoder, "base_model", encoder).requires_grad_(False)
@@ -104,6 +110,13 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
     def for_training(cls, backbone: Path | None, config: ModelConfig) -> "CandidateListModel":
         """A fresh model on ``backbone``'s weights (packaged MiniLM by default) with a new head."""
         folder = bb.resolve_backbone(backbone)
+        assert isinstance(config, CandidateListConfig)
+        if config.encoder == "bi" and config.bi_pooling is None:
+            pipeline = bb.read_sentence_transformers(folder)
+            config.bi_pooling = pipeline.pooling if pipeline is not None else "mean"
+            if config.bi_pooling not in POOLING_MODES:
+                raise RankkitError(f"{folder}: sentence-transformers pooling {config.bi_pooling!r} is not supported "
+                                   f"by --encoder bi ({', '.join(POOLING_MODES)} are)")
         return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), config)
 
     def set_max_length(self, max_length: int) -> None:

@@ -7,7 +7,7 @@
   rankkit 0.2): the same pair, scored by the model's own classification head, so the checkpoint is
   a standard sequence classifier (:class:`ClassifierPairEncoder`);
 * ``bi`` (a documented CPU variant, not in the paper): the backbone encodes query and passage
-  separately (mean pooling, unit length, exactly the zero-shot sentence-transformers vectors) and
+  separately (its sentence-transformers pooling, unit length: exactly the zero-shot vectors) and
   ``h_i = [q; t; q*t; |q-t|]``; the cosine ``q . t`` is also returned as a skip score. A frozen
   encoder stays in eval mode and its vectors are cached in memory by token ids, so later epochs
   cost only the head.
@@ -24,7 +24,7 @@ from torch import nn
 from rankkit.errors import RankkitError
 from rankkit.models.base import l2_normalize
 from rankkit.models.inputs import pad, tokenize
-from rankkit.models.pooling import cls_pool, mean_pool
+from rankkit.models.pooling import cls_pool, pool
 
 #: Cached ``bi`` vectors kept at most (a few hundred MB at 384 floats each).
 CACHE_LIMIT = 200_000
@@ -127,11 +127,16 @@ class ClassifierPairEncoder(CrossPairEncoder):
 
 
 class BiPairEncoder(PairEncoder):
-    """``h_i = [q; t; q*t; |q-t|]`` from separately encoded, mean-pooled unit vectors; skip = ``q . t``."""
+    """``h_i = [q; t; q*t; |q-t|]`` from separately encoded, pooled unit vectors; skip = ``q . t``.
+
+    ``pooling`` is the backbone's own sentence-transformers pooling (``mean`` for all-MiniLM-L6-v2,
+    ``cls`` for BGE-style models), so the vectors are the backbone's zero-shot ones.
+    """
 
     def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_doc_length: int,
-                 frozen: bool) -> None:
+                 frozen: bool, pooling: str = "mean") -> None:
         super().__init__()
+        self.pooling = pooling
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.max_query_length = max_query_length
@@ -163,10 +168,10 @@ class BiPairEncoder(PairEncoder):
                 "d_attention_mask": d_mask, "q_index": torch.tensor([where[q] for q in queries], dtype=torch.long)}
 
     def _embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Unit mean-pooled vectors (segment ids 0, as all-MiniLM-L6-v2 was trained)."""
+        """Unit pooled vectors (segment ids 0, as all-MiniLM-L6-v2 was trained)."""
         if not self.frozen:
             out = self.encoder(input_ids=ids, attention_mask=mask, return_dict=True)
-            return l2_normalize(mean_pool(out.last_hidden_state, mask))
+            return l2_normalize(pool(self.pooling, out.last_hidden_state, mask))
         keys = [ids[r, : int(mask[r].sum())].cpu().numpy().tobytes() for r in range(ids.shape[0])]
         todo = [r for r, k in enumerate(keys) if k not in self._cache]
         if todo:
@@ -176,7 +181,7 @@ class BiPairEncoder(PairEncoder):
             with torch.no_grad():
                 out = self.encoder(input_ids=ids[rows][:, :width], attention_mask=sub_mask[:, :width],
                                    return_dict=True)
-                vectors = l2_normalize(mean_pool(out.last_hidden_state, sub_mask[:, :width])).float().cpu()
+                vectors = l2_normalize(pool(self.pooling, out.last_hidden_state, sub_mask[:, :width])).float().cpu()
             if len(self._cache) + len(todo) > CACHE_LIMIT:
                 self._cache.clear()
             for r, v in zip(todo, vectors):
