@@ -10,6 +10,12 @@ BM25 index, a dense shard that still needs ``--merge``).
 Kinds: ``bm25`` (Lucene, :mod:`rankkit.lexical.index`), ``dense`` (faiss, :mod:`rankkit.dense`;
 extra fields ``model``, ``checkpoint``, ``dims``, ``normalized``, ``faiss``...) and
 ``dense-shard`` (one encoded shard of a dense index; not searchable until merged).
+
+Foreign indexes (built by Pyserini or Anserini, no manifest) open too, with a one-line notice: a
+Lucene index folder (a ``segments_N`` file) as ``bm25`` searched with Anserini's defaults, and a
+Pyserini faiss folder (``index`` + ``docid``) as ``dense``. :func:`read_manifest` returns a
+stand-in manifest with ``"foreign"`` set to ``"lucene"`` or ``"pyserini-faiss"``; what the index
+holds (document vectors, raw text) is then asked of the index itself by its readers.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rankkit import __version__
+from rankkit.console import log
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.formats._files import PathLike
@@ -85,8 +92,12 @@ def read_manifest(index_dir: PathLike, kinds: tuple[str, ...] | None = None) -> 
         raise RankkitError(f"index {folder}: not a directory")
     path = folder / MANIFEST_NAME
     if not path.is_file():
+        foreign = foreign_manifest(folder, kinds)
+        if foreign is not None:
+            return foreign
         raise RankkitError(
-            f"{folder} is not a rankkit index (no {MANIFEST_NAME}); build one with `rankkit index`"
+            f"{folder} is not a rankkit index (no {MANIFEST_NAME}), nor a Lucene index (no segments_N file) "
+            "or a Pyserini faiss index (no index + docid files); build one with `rankkit index`"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -104,6 +115,42 @@ def read_manifest(index_dir: PathLike, kinds: tuple[str, ...] | None = None) -> 
             f"{folder} is a {manifest['kind']!r} index, not a {wanted} index; {_use_hint(manifest)}"
         )
     return manifest
+
+
+#: Files of a Pyserini faiss index folder (``pyserini.search.faiss.FaissSearcher.load_index``).
+PYSERINI_FAISS_FILES = ("index", "docid")
+#: Anserini's BM25 defaults (SimpleSearcher, Pyserini's LuceneSearcher): k1 and b.
+ANSERINI_BM25 = (0.9, 0.4)
+
+
+def is_lucene_index(folder: Path) -> bool:
+    """True when ``folder`` holds a Lucene index (a ``segments_N`` commit file)."""
+    return any(p.name.startswith("segments_") for p in folder.iterdir() if p.is_file())
+
+
+def is_pyserini_faiss(folder: Path) -> bool:
+    """True when ``folder`` holds Pyserini's faiss index files (``index`` and ``docid``)."""
+    return all((folder / name).is_file() for name in PYSERINI_FAISS_FILES)
+
+
+def foreign_manifest(folder: Path, kinds: tuple[str, ...] | None) -> dict[str, Any] | None:
+    """A stand-in manifest for an index rankkit did not build (printing a one-line notice), or ``None``."""
+    found: dict[str, Any] | None = None
+    if is_lucene_index(folder):
+        found = {"kind": "bm25", "foreign": "lucene", "options": {}}
+        note = (f"{folder}: no {MANIFEST_NAME}; opened as a Lucene index (Pyserini/Anserini) with Anserini's "
+                f"defaults (BM25 k1={ANSERINI_BM25[0]}, b={ANSERINI_BM25[1]}, its English analyzer)")
+    elif is_pyserini_faiss(folder):
+        found = {"kind": "dense", "foreign": "pyserini-faiss", "options": {}}
+        note = (f"{folder}: no {MANIFEST_NAME}; opened as a Pyserini faiss index (inner product; queries "
+                "encoded by the --checkpoint given)")
+    if found is None:
+        return None
+    if kinds is not None and found["kind"] not in kinds:
+        wanted = " or ".join(repr(k) for k in kinds)
+        raise RankkitError(f"{folder} is a {found['foreign']} index (kind {found['kind']!r}), not a {wanted} index")
+    log(note)
+    return {"rankkit_index": MANIFEST_FORMAT, "corpus": None, **found}
 
 
 def is_empty_dir(folder: Path) -> bool:

@@ -84,5 +84,6 @@ def test_rerank_max_passages(cli: Callable[..., object], data: dict[str, Path], 
     assert result.code == 2 and "exceeds the 3 passage positions" in result.stderr and "--position-passages" in result.stderr
     result = cli("rerank", "--model", "mono", "--checkpoint", tmp_path / "mono", *common, "--max-passages", 2,
                  "--output", tmp_path / "y.run")
-    assert result.code == 2 and "document models only" in result.stderr
+    assert result.code == 2 and "--max-passages applies to " in result.stderr and "maxp" in result.stderr \
+        and "only, not 'mono'" in result.stderr
     assert not (tmp_path / "x.run").exists() and not (tmp_path / "y.run").exists()

@@ -81,7 +81,7 @@ def test_bigbird_backbone_trains_and_reranks(cli: Callable[..., object], bigbird
 def test_block_sparse_attention_does_not_depend_on_earlier_batches(bigbird: Path, tmp_path: Path) -> None:
     model = build_model(Mono, bigbird, {"max_query_length": 8, "max_doc_length": 120})
     model.eval()
-    encoder = model.pairs.encoder
+    encoder = model.pairs.encoder.base_model  # mono's encoder is a BigBirdForSequenceClassification
     long_text = " ".join(WORDS * 3)  # well past BigBird's full-attention threshold (7 blocks of 2)
     first = model.rerank_scores(["apple fruit"], [[long_text]])[0]
     assert encoder.attention_type == "block_sparse"

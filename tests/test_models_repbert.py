@@ -38,8 +38,16 @@ def test_mean_pool_ignores_padding() -> None:
     assert torch.equal(cls_pool(hidden), torch.tensor([[1.0, 2.0], [2.0, 0.0]]))
 
 
-def test_segment_ids_query_0_document_1(backbone: Path) -> None:
+def test_documents_in_segment_0_by_default(backbone: Path) -> None:
     model = build_model(RepBERT, backbone)
+    assert model.hparams["doc_segment_id"] == 0 and model.hparams["normalize"] is False
+    assert model.hparams["pooling"] == "mean" and model.hparams["query_prefix"] == ""
+    feats = model.features(model.tokenize(["apple fruit", "car"], is_query=False), is_query=False)
+    assert int(feats["token_type_ids"].sum()) == 0
+
+
+def test_segment_ids_query_0_document_1(backbone: Path) -> None:
+    model = build_model(RepBERT, backbone, {"doc_segment_id": 1})  # footnote 2
     assert model.hparams["doc_segment_id"] == 1 and model.hparams["normalize"] is False
     assert (model.max_query_length, model.max_doc_length) == (20, 256)  # §4.3.1
     ids = model.tokenize(["apple fruit", "car"], is_query=False)
@@ -105,8 +113,8 @@ def test_segment_id_needs_segment_embeddings(tmp_path: Path) -> None:
 
     folder = write_tiny_backbone(tmp_path / "one-type", hidden=8, layers=1, heads=1, intermediate=8, type_vocab_size=1)
     with pytest.raises(RankkitError, match="--doc-segment-id 0"):
-        build_model(RepBERT, folder)
-    assert build_model(RepBERT, folder, {"doc_segment_id": 0}).doc_segment_id == 0
+        build_model(RepBERT, folder, {"doc_segment_id": 1})
+    assert build_model(RepBERT, folder).doc_segment_id == 0
 
 
 def test_zero_shot_minilm_equals_sentence_transformers() -> None:

@@ -28,7 +28,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     torch.manual_seed(3)
     teacher = build_model(Mono, backbone, {"max_query_length": 8, "max_doc_length": 24})
     with torch.no_grad():  # a teacher whose scores are far from an untrained student's
-        teacher.head.bias.add_(1.0)
+        teacher.pairs.encoder.classifier.bias.add_(1.0)  # mono's Hugging Face head
     save_model(teacher, root / "teacher", {})
     return {"backbone": backbone, "groups": write_groups(root / "groups.jsonl", count=16, negatives=4),
             "teacher": root / "teacher"}

@@ -51,16 +51,18 @@ def test_mono_encoder_into_matrank_head_fresh(data: dict[str, Path]) -> None:
     torch.manual_seed(1)
     model = create_model("matrank", data["backbone"])
     report = carry_weights(model, data["mono"])
-    state, source = model.state_dict(), saved(data["mono"])
+    # mono checkpoints are HF sequence-classifier folders (file names without "pairs.encoder.").
+    state, source = model.state_dict(), {"pairs.encoder." + k: v for k, v in saved(data["mono"]).items()}
     encoder = [k for k in state if k.startswith("pairs.encoder.")]
     assert encoder and set(encoder) <= set(report.carried)
-    for name in encoder:
-        assert torch.equal(state[name], source[name]), name
+    for name in encoder:  # mono is a sequence classifier: its encoder sits under .bert
+        assert report.carried[name] == "pairs.encoder.bert." + name[len("pairs.encoder."):]
+        assert torch.equal(state[name], source[report.carried[name]]), name
         assert not torch.equal(state[name], fresh[name]) or "pooler" in name or "position_ids" in name
     assert report.fresh == ["mlp_in.bias", "mlp_in.weight", "mlp_out.bias", "mlp_out.weight"]
     for name in report.fresh:  # the new head keeps the seed's own initialisation
         assert torch.equal(state[name], fresh[name])
-    assert report.unused == ["head.bias", "head.weight"]
+    assert report.unused == ["pairs.encoder.classifier.bias", "pairs.encoder.classifier.weight"]
 
 
 def test_repbert_encoder_renamed_into_mono(data: dict[str, Path]) -> None:
@@ -68,12 +70,13 @@ def test_repbert_encoder_renamed_into_mono(data: dict[str, Path]) -> None:
     report = carry_weights(model, data["repbert"])
     source = saved(data["repbert"])  # RepBERT saves the bare HF encoder: names without a prefix
     state = model.state_dict()
+    inner = "pairs.encoder.bert."  # mono's sequence classifier keeps its encoder under .bert
     carried = {k: v for k, v in report.carried.items() if k.startswith("pairs.encoder.")}
-    assert len(carried) == len([k for k in state if k.startswith("pairs.encoder.")])
+    assert len(carried) == len([k for k in state if k.startswith(inner)])
     for target, src in carried.items():
-        assert src == "encoder." + target[len("pairs.encoder."):]
+        assert src == "encoder." + target[len(inner):]
         assert torch.equal(state[target], source[src[len("encoder."):]]), target
-    assert "head.weight" in report.fresh
+    assert "pairs.encoder.classifier.weight" in report.fresh
 
 
 @pytest.mark.parametrize(("name", "source", "message"), [

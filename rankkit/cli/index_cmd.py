@@ -13,6 +13,7 @@ from typing import Any, Optional
 import typer
 
 from rankkit.cli.app import app, int_range
+from rankkit.cli.model_options import dense_index_options, model_options_of, rerank_settings
 from rankkit.cli.registry import OptionRegistry
 from rankkit.console import log
 from rankkit.errors import RankkitError
@@ -56,7 +57,8 @@ def _build_bm25(request: IndexRequest) -> None:
 
 
 DENSE_OPTIONS = ("model", "checkpoint", "faiss", "nlist", "pq_m", "pq_bits", "batch_size", "chunk_size", "shard",
-                 "device", "max_query_length", "max_doc_length")
+                 "device", "max_query_length", "max_doc_length", "settings")
+DENSE_MODEL_PANEL = "Dense: model settings (recorded in the index; its searches use them)"
 
 
 @register_index_kind(
@@ -90,6 +92,7 @@ def _build_dense(request: IndexRequest) -> None:
         device=options.get("device", "auto"),
         max_query_length=options.get("max_query_length"),
         max_doc_length=options.get("max_doc_length"),
+        settings=options.get("settings"),
     )
 
 
@@ -123,6 +126,7 @@ def _prepare_dense_folder(index: Path, force: bool) -> None:
 
 
 @app.command("index")
+@model_options_of("index", dense_index_options, DENSE_MODEL_PANEL)
 def index_command(
     kind: str = typer.Option("bm25", "--kind", help=f"Index kind: {', '.join(INDEX_KINDS.names())}."),
     corpus: Optional[Path] = typer.Option(
@@ -197,6 +201,7 @@ def index_command(
     ),
     more: Optional[list[str]] = typer.Argument(None, metavar="[SHARD]...", show_default=False,
                                                help="More shard folders after --merge."),
+    **model_options: Any,
 ) -> None:
     """Index CORPUS into an index directory that records how it was built (rankkit-index.json).
 
@@ -205,9 +210,17 @@ def index_command(
     interruption; `--shard I/N` encodes one slice per machine, then
     `rankkit index --merge SHARD0 SHARD1 ... --index OUT` builds the index (identical to one pass).
     """
-    dense = {"model": model, "checkpoint": checkpoint, "faiss": faiss, "nlist": nlist, "pq_m": pq_m,
-             "pq_bits": pq_bits, "batch_size": batch_size, "chunk_size": chunk_size, "shard": shard,
-             "device": device, "max_query_length": max_query_length, "max_doc_length": max_doc_length}
+    dense: dict[str, Any] = {"model": model, "checkpoint": checkpoint, "faiss": faiss, "nlist": nlist, "pq_m": pq_m,
+                             "pq_bits": pq_bits, "batch_size": batch_size, "chunk_size": chunk_size, "shard": shard,
+                             "device": device, "max_query_length": max_query_length, "max_doc_length": max_doc_length}
+    given = {name: value for name, value in model_options.items() if value is not None}
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        if merge or kind != "dense" or model is None:
+            raise RankkitError(f"{flags}: model settings of a dense index, given with --kind dense --model NAME")
+        from rankkit.models import get_model_class
+
+        dense["settings"] = rerank_settings(get_model_class(model), model_options)
     if more and not merge:
         raise RankkitError(f"unexpected argument {more[0]!r} (shard folders follow --merge)")
     if merge:

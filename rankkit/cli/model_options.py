@@ -71,16 +71,33 @@ def train_options() -> list[CliOption]:
     return list(seen.values())
 
 
-def rerank_options() -> list[CliOption]:
+def rerank_options(bi_encoders_only: bool = False) -> list[CliOption]:
     """Inference-time overrides declared by any model (``option(..., rerank_flag=...)``)."""
+    from rankkit.models import BiEncoder
+
     seen: dict[str, CliOption] = {}
     for _, cls in sorted(_models().items()):
+        if bi_encoders_only and not issubclass(cls, BiEncoder):
+            continue
         for spec in cls.config_class.specs():
             if spec.rerank_flag and spec.rerank_flag not in seen:
                 param = spec.rerank_flag.lstrip("-").replace("-", "_")
-                seen[spec.rerank_flag] = CliOption(param, spec.kind, spec.rerank_flag,
-                                                   f"{spec.help} [default: as trained]", spec.name)
+                seen[spec.rerank_flag] = CliOption(param, spec.kind, spec.rerank_flag, _inference_help(spec.help),
+                                                   spec.name)
     return list(seen.values())
+
+
+def _inference_help(text: str) -> str:
+    """A setting's help for an inference-time override: the default is the checkpoint's own value
+    (the declared rule, ``[default: ...]``, applies to a zero-shot model)."""
+    head, bracket, rule = text.partition(" [default: ")
+    return f"{head} [default: as trained; zero-shot: {rule}" if bracket else f"{text} [default: as trained]"
+
+
+def dense_index_options() -> list[CliOption]:
+    """``rankkit index --kind dense``'s model options: the bi-encoders' inference-time settings
+    (e.g. repbert's ``--pooling``, ``--query-prefix``), recorded in the index and used by its searches."""
+    return rerank_options(bi_encoders_only=True)
 
 
 #: Commands whose model options are generated: name -> (function, option builder, help panel).
@@ -156,7 +173,7 @@ def rerank_settings(cls: type[RankingModel], given: dict[str, Any]) -> dict[str,
         if opt.decls not in specs:
             owners = ", ".join(name for name, model in sorted(_models().items())
                                if any(s.rerank_flag == opt.decls for s in model.config_class.specs()))
-            raise RankkitError(f"{opt.decls} applies to document models only ({owners}), not {cls.name!r}")
+            raise RankkitError(f"{opt.decls} applies to {owners} only, not {cls.name!r}")
         spec = specs[opt.decls]
         out[spec.name] = spec.check(value, cls.name, opt.decls)
     return out
@@ -191,12 +208,20 @@ def _type_name(spec: OptionSpec) -> str:
     return "flag" if spec.kind is bool else spec.kind.__name__
 
 
+def _dense_index(args: list[str]) -> bool:
+    """True when ``rankkit index ARGS`` builds (or explains) a dense index: its model options are needed."""
+    return ("--help" in args or "-h" in args or "--kind=dense" in args
+            or any(a == "--kind" and args[i + 1:i + 2] == ["dense"] for i, a in enumerate(args)))
+
+
 def setup_for(args: list[str]) -> bool:
     """Before the CLI parses ``args``: generate the model options of ``train``/``rerank`` when one of
     them runs, and answer ``rankkit train --model NAME --help`` with NAME's own options (True when
     that help was printed). Other commands never import the model library."""
     command = next((a for a in args if not a.startswith("-")), None)
-    if command not in ("train", "rerank"):
+    if command == "index" and not _dense_index(args):
+        return False  # a BM25 index never imports the model library
+    if command not in ("train", "rerank", "index"):
         return False
     if command in GENERATED:
         function, build, panel = GENERATED[command]

@@ -68,7 +68,7 @@ def _retrieve_bm25(request: RetrieveRequest) -> None:
     )
 
 
-DENSE_OPTIONS = ("nprobe", "batch_size", "device", "max_query_length")
+DENSE_OPTIONS = ("nprobe", "batch_size", "device", "max_query_length", "checkpoint")
 
 
 def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
@@ -97,6 +97,7 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
         device=request.options.get("device", "auto"),
         model_name=model,
         max_query_length=request.options.get("max_query_length"),
+        checkpoint=request.options.get("checkpoint"),
     )
     lines = write_run(request.output, run, request.runtag or model)
     empty = sum(1 for docs in run.values() if not docs)
@@ -180,6 +181,11 @@ def retrieve_command(
         help="repbert/densetrans: query token limit (default: as recorded in the index).",
         callback=int_range(1), rich_help_panel="Dense",
     ),
+    checkpoint: Optional[Path] = typer.Option(
+        None, "--checkpoint",
+        help="repbert on a Pyserini faiss index (no rankkit-index.json): the query encoder it was built with.",
+        rich_help_panel="Dense",
+    ),
 ) -> None:
     """Retrieve the top K documents for every query in TOPICS and write a TREC run.
 
@@ -199,6 +205,7 @@ def retrieve_command(
             "batch_size": batch_size,
             "device": device,
             "max_query_length": max_query_length,
+            "checkpoint": checkpoint,
         },
     )
     # Before searching: the run must be writable and must not replace the topics.

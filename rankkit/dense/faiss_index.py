@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import faiss
 import numpy as np
@@ -147,7 +147,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
                       pq_m: int = 16, pq_bits: int = 8, batch_size: int = 64,
                       shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
                       device: str = "auto", max_query_length: int | None = None,
-                      max_doc_length: int | None = None) -> dict[str, Any]:
+                      max_doc_length: int | None = None,
+                      settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Encode ``corpus`` with ``model_name`` (from ``checkpoint``, or zero-shot when ``None``) and index it.
 
     With ``shard="I/N"`` (N > 1) only shard I is encoded into ``index_dir`` (a shard folder, not
@@ -155,6 +156,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     after an interruption skips the chunks already encoded. ``max_query_length``/``max_doc_length``
     override the model's token limits (e.g. a zero-shot model on a symmetric task, where queries are
     as long as documents); they are recorded in ``model_hparams`` and retrieval uses them.
+    ``settings`` sets the model's inference-time settings (repbert's ``pooling``, ``query_prefix``,
+    ``doc_prefix``: e.g. E5's prefixes on a zero-shot backbone), recorded in ``model_hparams`` too.
     Returns the rankkit-index.json content.
     """
     if faiss_kind not in FAISS_KINDS:
@@ -167,6 +170,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
     model = load_bi_encoder(model_name, checkpoint, device)
     set_max_lengths(model, max_query_length, max_doc_length)
+    for name, value in (settings or {}).items():
+        model.override(name, value)
     if faiss_kind == "ivfpq" and model.dim % pq_m:
         raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {model.dim}")
     manifest = _manifest(model_name, checkpoint, model)
@@ -275,16 +280,35 @@ def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,
         setattr(model.config, name, int(value))
 
 
+def apply_recorded_settings(model: BiEncoder, hparams: Mapping[str, Any]) -> None:
+    """Give a reloaded model the inference-time settings recorded at build time (``rerank_flag``
+    settings such as prefixes and pooling, which a zero-shot model would otherwise re-derive)."""
+    for spec in model.config_class.specs():
+        if spec.rerank_flag and spec.name in hparams and model.hparams.get(spec.name) != hparams[spec.name]:
+            model.override(spec.name, hparams[spec.name])
+
+
 def load_dense_index(index_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], faiss.Index, list[str]]:
-    """``(metadata, faiss index, docids)`` of a finished dense index folder."""
+    """``(metadata, faiss index, docids)`` of a finished dense index folder, rankkit's or Pyserini's.
+
+    A Pyserini faiss folder (``index`` + ``docid``, no manifest) gets ``dims`` from the index; it
+    records no encoder, so its queries need one given (:func:`rankkit.dense.dense_search`'s
+    ``checkpoint``).
+    """
     folder = Path(index_dir)
     meta = read_manifest(folder, kinds=("dense",))
+    foreign = meta.get("foreign") == "pyserini-faiss"
+    index_file, docid_file = (folder / "index", folder / "docid") if foreign else (folder / INDEX_FILE, folder / DOCIDS)
     try:
-        index = faiss.read_index(str(folder / INDEX_FILE))
+        index = faiss.read_index(str(index_file))
     except RuntimeError as err:  # faiss reports unreadable or truncated files as RuntimeError
         message = " ".join(str(err).split())
-        raise InputError(folder / INDEX_FILE, None, f"not a readable faiss index ({message[:160]})") from None
-    docids = (folder / DOCIDS).read_text(encoding="utf-8").splitlines()
+        raise InputError(index_file, None, f"not a readable faiss index ({message[:160]})") from None
+    if foreign:
+        if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise InputError(index_file, None, "not an inner-product faiss index (rankkit scores by inner product)")
+        meta.update(dims=int(index.d), metric="inner_product")
+    docids = docid_file.read_text(encoding="utf-8").splitlines()
     if len(docids) != index.ntotal:
         raise RankkitError(f"{folder}: {len(docids)} docids for {index.ntotal} vectors; rebuild the index")
     return meta, index, docids

@@ -10,7 +10,7 @@ import faiss
 import numpy as np
 
 from rankkit.console import log, progress_bar
-from rankkit.dense.faiss_index import load_bi_encoder, load_dense_index, set_max_lengths
+from rankkit.dense.faiss_index import apply_recorded_settings, load_bi_encoder, load_dense_index, set_max_lengths
 from rankkit.errors import RankkitError
 from rankkit.formats import Run, read_topics
 
@@ -18,7 +18,7 @@ from rankkit.formats import Run, read_topics
 def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
                  k: int = 1000, nprobe: int | None = None, remove_query: bool = False, batch_size: int = 64,
                  *, device: str = "auto", model_name: str | None = None,
-                 max_query_length: int | None = None) -> Run:
+                 max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None) -> Run:
     """Top-``k`` documents per query by inner product (cosine for normalised models).
 
     ``topics`` is a topics file or a ``{qid: text}`` mapping. The model and checkpoint recorded in
@@ -28,22 +28,36 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
     queries, e.g. Quora duplicate questions) while still returning ``k`` documents. ``model_name``, when given, must be the model
     the index was built with (the CLI's ``--model``): a mismatch is an error, not a silent swap.
     ``max_query_length`` overrides the query token limit recorded in the index.
+
+    A Pyserini faiss index records no encoder: ``model_name`` and ``checkpoint`` (the query
+    encoder it was built with: a rankkit checkpoint or a Hugging Face / sentence-transformers
+    folder) are then required. For a rankkit index the encoder is the recorded one.
     """
     if k < 1:
         raise RankkitError(f"k must be at least 1, got {k}")
     if batch_size < 1:
         raise RankkitError(f"batch size must be at least 1, got {batch_size}")
     meta, index, docids = load_dense_index(index_dir)
+    foreign = bool(meta.get("foreign"))
+    if foreign:
+        if model_name is None or checkpoint is None:
+            raise RankkitError(f"{index_dir} is a Pyserini faiss index, which records no encoder: give the query "
+                               "encoder it was built with (--model repbert --checkpoint DIR)")
+        meta.update(model=model_name, checkpoint=str(checkpoint))
+    elif checkpoint is not None:
+        raise RankkitError(f"{index_dir} records its encoder ({meta.get('checkpoint') or 'zero-shot'}); "
+                           "--checkpoint is for Pyserini indexes")
     if model_name is not None and model_name != meta["model"]:
         raise RankkitError(f"{index_dir} is a dense index built with --model {meta['model']}, not {model_name}; "
                            f"retrieve from it with --model {meta['model']}")
     queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
     model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device)
+    apply_recorded_settings(model, meta.get("model_hparams", {}))
     # The query limit recorded at build time (it may override the model's), unless given here.
     recorded = meta.get("model_hparams", {}).get("max_query_length")
     set_max_lengths(model, max_query_length if max_query_length is not None else recorded)
-    if model.dim != int(meta["dims"]) or model.normalized != bool(meta["normalized"]):
-        raise RankkitError(f"{index_dir}: the model no longer matches the index ({model.dim} dims vs {meta['dims']})")
+    if model.dim != int(meta["dims"]) or (not foreign and model.normalized != bool(meta["normalized"])):
+        raise RankkitError(f"{index_dir}: the model does not match the index ({model.dim} dims vs {meta['dims']})")
     ivf = None
     try:
         ivf = faiss.extract_index_ivf(index)

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError
 from rankkit.errors import RankkitError
 from rankkit.lexical import java
+from rankkit.lexical.index import resolved_options
 from rankkit.indexes import read_manifest
 
 
@@ -26,11 +27,12 @@ class IndexDocStore(DocStore):
 
     def __init__(self, index_dir: Path) -> None:
         manifest = read_manifest(index_dir, kinds=("bm25",))
-        if not manifest.get("options", {}).get("store_raw", False):
+        if not resolved_options(index_dir, manifest).get("store_raw", False):
             raise RankkitError(f"index {index_dir} stores no raw text; give the corpus file instead")
         self.path = index_dir
         self.source = f"index {index_dir}"
-        self._searcher = java.autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+        # Absolute: the JVM resolves relative paths against the directory it started in.
+        self._searcher = java.autoclass("io.anserini.search.SimpleSearcher")(str(Path(index_dir).resolve()))
         self._size = int(self._searcher.get_total_num_docs())
 
     def __len__(self) -> int:

@@ -282,3 +282,33 @@ def index_options(manifest: dict[str, Any]) -> dict[str, Any]:
     """The build options recorded in a manifest (empty if absent)."""
     options = manifest.get("options")
     return options if isinstance(options, dict) else {}
+
+
+def lucene_index_options(index_dir: PathLike) -> dict[str, Any]:
+    """What a Lucene index built elsewhere (Pyserini, Anserini; no manifest) holds, read from its field
+    infos: ``docvectors`` (term vectors on ``contents``, which RM3 needs) and ``store_raw`` (a ``raw``
+    field, the text rankkit re-ranks from)."""
+    java.start_jvm()
+    directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(
+        java.autoclass("java.io.File")(str(Path(index_dir).resolve())).toPath())
+    try:
+        reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+    except Exception as err:  # a Java IOException for a damaged or half-written index
+        raise InputError(index_dir, None, f"not a readable Lucene index ({' '.join(str(err).split())[:200]})") from None
+    try:
+        infos = java.autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(reader)
+        contents = infos.fieldInfo("contents")
+        # Lucene 9 names it hasVectors(), Lucene 10 hasTermVectors().
+        vectors = None if contents is None else getattr(contents, "hasTermVectors", None) or contents.hasVectors
+        return {"docvectors": bool(vectors is not None and vectors()),
+                "store_raw": infos.fieldInfo("raw") is not None, "documents": int(reader.numDocs())}
+    finally:
+        reader.close()
+        directory.close()
+
+
+def resolved_options(index_dir: PathLike, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The build options of a BM25 index: recorded in rankkit's manifest, or read from a foreign index."""
+    if manifest.get("foreign") == "lucene":
+        return lucene_index_options(index_dir)
+    return index_options(manifest)

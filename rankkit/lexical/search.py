@@ -19,7 +19,7 @@ from rankkit.formats._files import PathLike
 from rankkit.formats.runs import write_run
 from rankkit.formats.topics import read_topics
 from rankkit.lexical import java
-from rankkit.lexical.index import default_threads, index_options
+from rankkit.lexical.index import default_threads, resolved_options
 from rankkit.indexes import read_manifest
 
 Hits = list[tuple[str, float]]
@@ -65,13 +65,13 @@ class Bm25Searcher:
         params.check()
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir, kinds=("bm25",))
-        if params.rm3 and not index_options(self.manifest).get("docvectors"):
-            raise RankkitError(
-                f"RM3 needs document vectors, and index {self.index_dir} was built without them; "
-                "rebuild it with `rankkit index --kind bm25 --docvectors`"
-            )
+        if params.rm3 and not resolved_options(self.index_dir, self.manifest).get("docvectors"):
+            how = ("rebuild it with `rankkit index --kind bm25 --docvectors`" if not self.manifest.get("foreign")
+                   else "rebuild it with Pyserini's --storeDocvectors")
+            raise RankkitError(f"RM3 needs document vectors, and index {self.index_dir} was built without them; {how}")
         self.params = params
-        self._searcher: Any = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.index_dir))
+        # Absolute: the JVM resolves relative paths against the directory it started in, not the current one.
+        self._searcher: Any = java.autoclass("io.anserini.search.SimpleSearcher")(str(self.index_dir.resolve()))
         self._searcher.set_bm25(float(params.k1), float(params.b))
         if params.rm3:
             # As pyserini's LuceneSearcher.set_rm3 on an index with document vectors (collection None).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -21,7 +22,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertModel,
+    BertTokenizer,
+)
 
 from rankkit.errors import InputError, RankkitError  # noqa: E402
 
@@ -62,13 +70,22 @@ def load_tokenizer(folder: str | os.PathLike[str]) -> Any:
         raise InputError(folder, None, f"cannot load a tokenizer: {' '.join(str(err).split())}") from None
 
 
-def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel:
-    """The transformer encoder (``AutoModel``, no task head) saved in ``folder`` (safetensors weights only)."""
-    path = Path(folder)
+def _require_safetensors(path: Path) -> None:
+    """Refuse a folder without safetensors weights (pickled ``.bin``/``.pt`` files can run code)."""
     if not list(path.glob("*.safetensors")):
         pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
         why = f" (found {', '.join(pickled)}: pickle files can run code when loaded)" if pickled else ""
         raise InputError(path, None, f"no model.safetensors: rankkit loads only safetensors weights{why}")
+
+
+def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel:
+    """The transformer encoder (``AutoModel``, no task head) saved in ``folder`` (safetensors weights only).
+
+    A ``*ForSequenceClassification`` folder (a published cross-encoder) works too: its encoder
+    weights are read and its classification head is left out.
+    """
+    path = Path(folder)
+    _require_safetensors(path)
     try:
         return AutoModel.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, RuntimeError) as err:  # missing files, bad config, mismatched weights
@@ -102,10 +119,168 @@ def reset_attention_type(encoder: Any) -> None:
     attention a function of that batch alone (its length), as the saved config says. A no-op for
     every other backbone.
     """
+    encoder = getattr(encoder, "base_model", encoder)  # a *ForSequenceClassification keeps it on its encoder
     wanted = getattr(getattr(encoder, "config", None), "attention_type", None)
     setter = getattr(encoder, "set_attention_type", None)
     if wanted is not None and callable(setter) and getattr(encoder, "attention_type", wanted) != wanted:
         setter(wanted)
+
+
+def hf_architectures(folder: str | os.PathLike[str]) -> list[str]:
+    """The ``architectures`` named in ``folder``'s config.json (empty when absent or unreadable)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return []
+    names = config.get("architectures") if isinstance(config, dict) else None
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def is_sequence_classifier(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` holds a Hugging Face ``*ForSequenceClassification`` model (a cross-encoder)."""
+    return any(name.endswith("ForSequenceClassification") for name in hf_architectures(folder))
+
+
+def load_sequence_classifier(folder: str | os.PathLike[str], *, new_head: bool = False) -> transformers.PreTrainedModel:
+    """The ``AutoModelForSequenceClassification`` saved in ``folder`` (safetensors only), every weight present.
+
+    ``new_head``: ``folder`` is a plain encoder (``AutoModel``) and the one-label classification
+    head is created (transformers' own initialisation, from the torch RNG) to be trained. A folder
+    that already is a sequence classifier always keeps its own head.
+    """
+    path = Path(folder)
+    _require_safetensors(path)
+    classifier = is_sequence_classifier(path)
+    if not classifier and not new_head:
+        found = ", ".join(hf_architectures(path)) or "no architectures in config.json"
+        raise InputError(path, None, f"not a Hugging Face sequence classifier ({found}); a cross-encoder folder "
+                                     "names a *ForSequenceClassification architecture")
+    kwargs: dict[str, Any] = {} if classifier else {"num_labels": 1}
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            str(path), local_files_only=True, output_loading_info=True, **kwargs)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise InputError(path, None, f"cannot load a sequence classifier: {' '.join(str(err).split())}") from None
+    prefix = str(getattr(model, "base_model_prefix", "")) + "."
+    # A plain encoder lacks only the new head; anything else missing would be silently random.
+    missing = sorted(k for k in info.get("missing_keys", ()) if classifier or k.startswith(prefix))
+    mismatched = sorted(str(k[0]) if isinstance(k, tuple) else str(k) for k in info.get("mismatched_keys", ()))
+    if missing or mismatched:
+        what = missing[0] if missing else mismatched[0]
+        raise InputError(path, None, f"weights do not fit the {type(model).__name__}: "
+                                     f"{len(missing)} missing, {len(mismatched)} of another shape (first: {what})")
+    labels = int(model.config.num_labels)
+    if labels not in (1, 2):
+        raise InputError(path, None, f"a sequence classifier with {labels} labels is no relevance scorer "
+                                     "(rankkit reads 1 label: the score, or 2: not relevant / relevant)")
+    return model
+
+
+ST_TRANSFORMER = "sentence_transformers.models.Transformer"
+ST_POOLING = "sentence_transformers.models.Pooling"
+ST_NORMALIZE = "sentence_transformers.models.Normalize"
+#: sentence-transformers' pooling modes, old (boolean keys) and new (``pooling_mode``) spellings.
+_ST_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                    "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                    "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+@dataclass(frozen=True)
+class SentenceTransformersPipeline:
+    """What a sentence-transformers folder's modules.json and module configs say about its vectors."""
+
+    pooling: str  # "mean", "cls", "max" (or a mode rankkit does not compute: refused by its readers)
+    normalize: bool
+    prompts: dict[str, str]  # config_sentence_transformers.json "prompts" ({"query": ..., "document": ...})
+    others: tuple[str, ...]  # modules besides Transformer, Pooling and Normalize (Dense, ...)
+
+
+def _module_type(entry: dict[str, Any]) -> str:
+    """A module's type with the ST >= 5 paths (``sentence_transformers.sentence_transformer.modules.X``) folded."""
+    kind = str(entry.get("type", ""))
+    return "sentence_transformers.models." + kind.rsplit(".", 1)[-1] if kind.startswith("sentence_transformers.") else kind
+
+
+def read_sentence_transformers(folder: str | os.PathLike[str]) -> SentenceTransformersPipeline | None:
+    """The sentence-transformers pipeline of ``folder`` (``None``: no modules.json, a plain HF folder).
+
+    A broken modules.json or pooling config is an :class:`InputError` naming the file.
+    """
+    root = Path(folder)
+    path = root / "modules.json"
+    if not path.is_file():
+        return None
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError("expected a list of modules")
+    except (OSError, ValueError) as err:
+        raise InputError(path, None, f"not a sentence-transformers modules.json: {err}") from None
+    pooling, normalize, others = "mean", False, []
+    for entry in entries:
+        kind = _module_type(entry)
+        if kind == ST_POOLING:
+            pooling = _pooling_mode(root / str(entry.get("path", "")) / "config.json")
+        elif kind == ST_NORMALIZE:
+            normalize = True
+        elif kind != ST_TRANSFORMER:
+            others.append(kind.rsplit(".", 1)[-1])
+    prompts: dict[str, str] = {}
+    st_config = root / "config_sentence_transformers.json"
+    if st_config.is_file():
+        try:
+            found = json.loads(st_config.read_text(encoding="utf-8")).get("prompts") or {}
+        except (OSError, ValueError, AttributeError) as err:
+            raise InputError(st_config, None, f"unreadable sentence-transformers config: {err}") from None
+        prompts = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    return SentenceTransformersPipeline(pooling, normalize, prompts, tuple(others))
+
+
+def write_sentence_transformers(folder: str | os.PathLike[str], *, dim: int, pooling: str, normalize: bool,
+                                max_seq_length: int, prompts: dict[str, str]) -> None:
+    """Write the sentence-transformers files that make ``folder`` (a saved HF encoder) a SentenceTransformer.
+
+    modules.json (Transformer, Pooling, then Normalize for cosine models), sentence_bert_config.json,
+    1_Pooling/config.json (the pre-5.0 boolean keys, which every sentence-transformers version reads),
+    2_Normalize/ and config_sentence_transformers.json (``prompts``: the query and document prefixes,
+    which ``encode_query``/``encode_document`` prepend; ``similarity_fn_name``).
+    """
+    root = Path(folder)
+    modules: list[dict[str, Any]] = [
+        {"idx": 0, "name": "0", "path": "", "type": ST_TRANSFORMER},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": ST_POOLING},
+    ]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": ST_NORMALIZE})
+        (root / "2_Normalize").mkdir(exist_ok=True)
+    pooling_config = {"word_embedding_dimension": int(dim), **{key: pooling == name for key, name in _ST_POOLING_KEYS.items()},
+                      "include_prompt": True}
+    (root / "1_Pooling").mkdir(exist_ok=True)
+    files = {
+        root / "modules.json": modules,
+        root / "sentence_bert_config.json": {"max_seq_length": int(max_seq_length), "do_lower_case": False},
+        root / "1_Pooling" / "config.json": pooling_config,
+        root / "config_sentence_transformers.json": {
+            "prompts": {k: v for k, v in prompts.items() if v}, "default_prompt_name": None,
+            "similarity_fn_name": "cosine" if normalize else "dot"},
+    }
+    for path, data in files.items():
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _pooling_mode(path: Path) -> str:
+    """The single pooling mode of a sentence-transformers Pooling config (old or new spelling)."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(path, None, f"unreadable sentence-transformers pooling config: {err}") from None
+    mode = config.get("pooling_mode") if isinstance(config, dict) else None
+    if mode is None and isinstance(config, dict):
+        mode = [name for key, name in _ST_POOLING_KEYS.items() if config.get(key)] or ["mean"]
+    modes = [mode] if isinstance(mode, str) else list(mode or [])
+    if len(modes) != 1:
+        raise InputError(path, None, f"concatenated pooling modes {modes} are not supported; one mode expected")
+    return str(modes[0])
 
 
 def sentence_transformers_normalizes(folder: str | os.PathLike[str]) -> bool:

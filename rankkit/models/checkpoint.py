@@ -89,6 +89,8 @@ def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mappin
         write_model_files(model, tmp, meta)
         names = sorted(p.name for p in tmp.iterdir())
         for name in [n for n in names if n != RANKKIT_JSON] + [RANKKIT_JSON]:
+            if (target / name).is_dir():  # a sub-folder (sentence-transformers' 1_Pooling) cannot be replaced over
+                os.replace(target / name, tmp / f"{name}.replaced")
             os.replace(tmp / name, target / name)
     return target
 

@@ -56,9 +56,10 @@ class WarmStart:
 
 
 def encoder_prefixes(model: torch.nn.Module) -> list[str]:
-    """State-dict prefixes (``"pairs.encoder."``) of the transformers models inside ``model``."""
+    """State-dict prefixes (``"pairs.encoder."``) of the transformers encoders inside ``model``: the
+    base models, so that a ``*ForSequenceClassification`` (``mono``) counts as its ``.bert`` inside."""
     return [f"{name}." for name, module in model.named_modules()
-            if name and isinstance(module, transformers.PreTrainedModel)]
+            if name and isinstance(module, transformers.PreTrainedModel) and module.base_model is module]
 
 
 def carry_weights(model: RankingModel, folder: Path) -> WarmStart:

@@ -29,6 +29,7 @@ from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder
 from rankkit.models.inputs import GroupBatch, PairFeatures, length_order
 from rankkit.models.persistence import EncoderHeadFiles
+from rankkit.models.pooling import POOLING_MODES
 
 ENCODERS = ("cross", "bi")
 #: Initial weight of the cosine skip connection of the ``bi`` encoder: all-MiniLM-L6-v2 was
@@ -50,6 +51,10 @@ class CandidateListConfig(ModelConfig):
     freeze_encoder: bool | None = option(
         None, flag="--freeze-encoder/--tune-encoder",
         help="freeze the backbone [default: frozen for --encoder bi, trained for cross]")
+    bi_pooling: str | None = option(
+        None, cli=False,
+        help="--encoder bi: the backbone's sentence-transformers pooling (mean, cls or max), read from its "
+             "modules.json when training starts [default: mean]")
     hidden: int | None = option(
         None, minimum=0, paper="MatRank §3.1 (the scoring head)",
         help="head hidden width; 0 = a linear layer on h [default: bi 256, cross 0]")
@@ -79,11 +84,13 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         self.tokenizer = tokenizer
         qlen, dlen = config.max_query_length, config.max_doc_length
         if kind == "cross":
-            self.pairs: PairEncoder = self.cross_pair_encoder(encoder, tokenizer, qlen, qlen + dlen + 3)
+            self.pairs: PairEncoder = self.cross_pairs(encoder, tokenizer, qlen, qlen + dlen + 3)
         else:
-            self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder))
+            self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder),
+                                       config.bi_pooling or "mean")
         if kind == "cross" and config.freeze_encoder:
-            encoder.requires_grad_(False)
+            # The encoder itself (base_model), not a sequence classifier's head around it.
+            getattr(encoder, "base_model", encoder).requires_grad_(False)
         # A learned weight on the cosine (bi encoder only); a parameter either way so that every
         # checkpoint of a model has the same tensors.
         self.skip_weight = nn.Parameter(torch.tensor(SKIP_INIT if kind == "bi" else 0.0),
@@ -91,6 +98,10 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         self.build_head(self.pairs.dim, int(config.hidden or 0))
 
     # -- construction -------------------------------------------------------------------------
+    def cross_pairs(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> CrossPairEncoder:
+        """The ``cross`` pair encoder (:attr:`cross_pair_encoder`; ``mono`` may use a sequence classifier)."""
+        return self.cross_pair_encoder(encoder, tokenizer, max_query_length, max_length)
+
     @abc.abstractmethod
     def build_head(self, dim: int, hidden: int) -> None:
         """Create the head's layers for ``h_i`` of width ``dim``."""
@@ -99,6 +110,13 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
     def for_training(cls, backbone: Path | None, config: ModelConfig) -> "CandidateListModel":
         """A fresh model on ``backbone``'s weights (packaged MiniLM by default) with a new head."""
         folder = bb.resolve_backbone(backbone)
+        assert isinstance(config, CandidateListConfig)
+        if config.encoder == "bi" and config.bi_pooling is None:
+            pipeline = bb.read_sentence_transformers(folder)
+            config.bi_pooling = pipeline.pooling if pipeline is not None else "mean"
+            if config.bi_pooling not in POOLING_MODES:
+                raise RankkitError(f"{folder}: sentence-transformers pooling {config.bi_pooling!r} is not supported "
+                                   f"by --encoder bi ({', '.join(POOLING_MODES)} are)")
         return cls(bb.load_encoder(folder), bb.load_tokenizer(folder), config)
 
     def set_max_length(self, max_length: int) -> None:

@@ -3,8 +3,11 @@
 * ``cross`` (MatRank Eq. 1): ``h_i = encode_[CLS](q, t_i)``, the last-layer [CLS] vector of
   ``[CLS] q [SEP] t_i [SEP]`` through the backbone (segment ids 0 for the query part, 1 for the
   passage part), trained end to end;
+* ``cross`` through a Hugging Face ``*ForSequenceClassification`` model (``mono``'s default since
+  rankkit 0.2): the same pair, scored by the model's own classification head, so the checkpoint is
+  a standard sequence classifier (:class:`ClassifierPairEncoder`);
 * ``bi`` (a documented CPU variant, not in the paper): the backbone encodes query and passage
-  separately (mean pooling, unit length, exactly the zero-shot sentence-transformers vectors) and
+  separately (its sentence-transformers pooling, unit length: exactly the zero-shot vectors) and
   ``h_i = [q; t; q*t; |q-t|]``; the cosine ``q . t`` is also returned as a skip score. A frozen
   encoder stays in eval mode and its vectors are cached in memory by token ids, so later epochs
   cost only the head.
@@ -22,7 +25,7 @@ from rankkit.errors import RankkitError
 from rankkit.models.backbone import position_limit, reset_attention_type
 from rankkit.models.base import l2_normalize
 from rankkit.models.inputs import pad, tokenize
-from rankkit.models.pooling import cls_pool, mean_pool
+from rankkit.models.pooling import cls_pool, pool
 
 #: Cached ``bi`` vectors kept at most (a few hundred MB at 384 floats each).
 CACHE_LIMIT = 200_000
@@ -109,12 +112,41 @@ class CrossPairEncoder(PairEncoder):
         return cls_pool(out.last_hidden_state), None
 
 
+class ClassifierPairEncoder(CrossPairEncoder):
+    """The cross pair through a ``*ForSequenceClassification`` model: ``h_i`` is its relevance score (width 1).
+
+    The pair is tokenised exactly as :class:`CrossPairEncoder` does (``[CLS] q [SEP] t_i [SEP]``,
+    segment ids 0/1, as a Hugging Face tokenizer encodes a text pair); the head is the model's own.
+    BERT's is ``w . tanh(W_p h_[CLS] + b_p) + b``, the pooled output of Devlin et al. (2019) and
+    monoBERT (Nogueira and Cho, 2019, "Passage Re-ranking with BERT", §2). One label: the logit is
+    the score (sentence-transformers' ``CrossEncoder`` without its activation); two labels (not
+    relevant, relevant): ``log softmax`` of "relevant", monoBERT's score.
+    """
+
+    def __init__(self, classifier: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
+        super().__init__(classifier, tokenizer, max_query_length, max_length)
+        self.dim = 1
+        self.labels = int(classifier.config.num_labels)
+
+    def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        reset_attention_type(self.encoder)  # as CrossPairEncoder: BigBird's attention per batch
+        logits = self.encoder(**features, return_dict=True).logits
+        if self.labels == 2:
+            return torch.log_softmax(logits, dim=-1)[:, 1:], None
+        return logits[:, :1], None
+
+
 class BiPairEncoder(PairEncoder):
-    """``h_i = [q; t; q*t; |q-t|]`` from separately encoded, mean-pooled unit vectors; skip = ``q . t``."""
+    """``h_i = [q; t; q*t; |q-t|]`` from separately encoded, pooled unit vectors; skip = ``q . t``.
+
+    ``pooling`` is the backbone's own sentence-transformers pooling (``mean`` for all-MiniLM-L6-v2,
+    ``cls`` for BGE-style models), so the vectors are the backbone's zero-shot ones.
+    """
 
     def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_doc_length: int,
-                 frozen: bool) -> None:
+                 frozen: bool, pooling: str = "mean") -> None:
         super().__init__()
+        self.pooling = pooling
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.max_query_length = max_query_length
@@ -146,10 +178,10 @@ class BiPairEncoder(PairEncoder):
                 "d_attention_mask": d_mask, "q_index": torch.tensor([where[q] for q in queries], dtype=torch.long)}
 
     def _embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Unit mean-pooled vectors (segment ids 0, as all-MiniLM-L6-v2 was trained)."""
+        """Unit pooled vectors (segment ids 0, as all-MiniLM-L6-v2 was trained)."""
         if not self.frozen:
             out = self.encoder(input_ids=ids, attention_mask=mask, return_dict=True)
-            return l2_normalize(mean_pool(out.last_hidden_state, mask))
+            return l2_normalize(pool(self.pooling, out.last_hidden_state, mask))
         keys = [ids[r, : int(mask[r].sum())].cpu().numpy().tobytes() for r in range(ids.shape[0])]
         todo = [r for r, k in enumerate(keys) if k not in self._cache]
         if todo:
@@ -159,7 +191,7 @@ class BiPairEncoder(PairEncoder):
             with torch.no_grad():
                 out = self.encoder(input_ids=ids[rows][:, :width], attention_mask=sub_mask[:, :width],
                                    return_dict=True)
-                vectors = l2_normalize(mean_pool(out.last_hidden_state, sub_mask[:, :width])).float().cpu()
+                vectors = l2_normalize(pool(self.pooling, out.last_hidden_state, sub_mask[:, :width])).float().cpu()
             if len(self._cache) + len(todo) > CACHE_LIMIT:
                 self._cache.clear()
             for r, v in zip(todo, vectors):
