@@ -58,6 +58,7 @@ from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool
+from rankkit.models.runtime import EncoderSlot
 
 VARIANTS: dict[str, tuple[bool, bool]] = {
     # name: (dense connections between layers, representation concatenates all layers)
@@ -247,6 +248,12 @@ class DenseTrans(BiEncoder):
         state = {k: v.detach().contiguous().cpu() for k, v in self.network.state_dict().items()}
         safetensors.torch.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
         self.tokenizer.save_pretrained(str(folder))
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """None: torch's ONNX exporter bakes the batch shape of ``nn.TransformerEncoderLayer``'s attention
+        into the graph, so DenseTrans runs on torch only."""
+        raise RankkitError("densetrans runs on --backend torch only: its nn.TransformerEncoderLayer stack "
+                           "does not export to ONNX with dynamic shapes")
 
     # -- encoding -----------------------------------------------------------------------------
     @property

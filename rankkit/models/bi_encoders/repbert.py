@@ -32,6 +32,7 @@ from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import mean_pool
+from rankkit.models.runtime import EncoderSlot, hf_slot
 
 
 @dataclass
@@ -119,6 +120,10 @@ class RepBERT(BiEncoder):
     def save(self, folder: Path) -> None:
         self.encoder.save_pretrained(str(folder))
         self.tokenizer.save_pretrained(str(folder))
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """The shared BERT of Eq. 1-2 (mean pooling and normalisation stay in torch)."""
+        return [hf_slot(self)]
 
     # -- encoding -----------------------------------------------------------------------------
     @property
