@@ -87,16 +87,23 @@ def test_explain_on_onnx(cli: Any, data: dict[str, Path], tmp_path: Path) -> Non
     assert outs["onnx"] == outs["torch"]  # the same table (votes, beta, omega to 3-4 decimals)
 
 
-def test_dense_index_and_retrieve_on_onnx(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["repbert", "densetrans"])
+def test_dense_index_and_retrieve_on_onnx(cli: Any, data: dict[str, Path], tmp_path: Path, model: str) -> None:
+    checkpoint = data["backbone"]
+    if model == "densetrans":
+        from rankkit.models.bi_encoders.densetrans import DenseTrans
+
+        checkpoint = save_model(build_model(DenseTrans, data["backbone"], {"d_model": 24, "num_heads": 2}),
+                                tmp_path / "densetrans", {})
     runs = {}
     for backend in ("torch", "onnx"):
         index = tmp_path / f"index-{backend}"
-        result = cli("index", "--kind", "dense", "--model", "repbert", "--checkpoint", data["backbone"],
+        result = cli("index", "--kind", "dense", "--model", model, "--checkpoint", checkpoint,
                      "--corpus", data["corpus"], "--index", index, "--backend", backend, "--threads", 1)
         assert result.code == 0, result.stderr
         meta = read_manifest(index, kinds=("dense",))
         assert meta["runtime"] == {"backend": backend, "quantize": "none", "precision": "fp32"}
-        result = cli("retrieve", "--model", "repbert", "--index", index, "--topics", data["topics"], "--output",
+        result = cli("retrieve", "--model", model, "--index", index, "--topics", data["topics"], "--output",
                      tmp_path / f"{backend}.run", "--k", 5, "--backend", backend)
         assert result.code == 0, result.stderr
         runs[backend] = read_run(tmp_path / f"{backend}.run")

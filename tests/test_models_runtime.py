@@ -139,16 +139,27 @@ def test_failed_check_refuses_and_leaves_nothing(backbone: Path, cache: Path, mo
     assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
 
 
-@pytest.mark.parametrize("name, message", [
-    ("set-encoder", "set-encoder runs on --backend torch only"),
-    ("densetrans", "densetrans runs on --backend torch only"),
-])
-def test_models_without_export_refuse_onnx(backbone: Path, name: str, message: str) -> None:
-    options = {"d_model": 24, "num_heads": 2, "num_layers": 1} if name == "densetrans" else {}
-    model = build_model(get_model_class(name), backbone, options)
-    with pytest.raises(RankkitError, match=message):
+def test_set_encoder_refuses_onnx(backbone: Path) -> None:
+    model = build_model(get_model_class("set-encoder"), backbone)
+    with pytest.raises(RankkitError, match="set-encoder runs on --backend torch only"):
         use_runtime(model, Runtime("onnx"))
     use_runtime(model, Runtime("torch", threads=1))  # torch is always available
+
+
+@pytest.mark.parametrize("variant", ["densetrans", "no-top-dense", "no-dense", "concat"])
+def test_densetrans_round_trip(backbone: Path, variant: str) -> None:
+    """DenseTrans exports through its explicit-attention form, checked against the network itself."""
+    model = build_model(get_model_class("densetrans"), backbone,
+                        {"d_model": 24, "num_heads": 2, "num_layers": 2, "variant": variant}).eval()
+    texts = sorted(documents().values())[:9] + ["apple"]
+    reference = model.encode(texts, is_query=False, batch_size=4)
+    fp32 = copy.deepcopy(model)
+    use_runtime(fp32, Runtime("onnx"))
+    assert torch.allclose(fp32.encode(texts, is_query=False, batch_size=4), reference, atol=1e-4, rtol=0)
+    int8 = copy.deepcopy(model)
+    use_runtime(int8, Runtime("onnx", "int8"))
+    cosine = torch.nn.functional.cosine_similarity(int8.encode(texts, is_query=False, batch_size=4), reference)
+    assert float(cosine.min()) > 0.9
 
 
 @pytest.mark.parametrize("runtime, device, message", [

@@ -3,7 +3,9 @@
 ``--backend onnx`` swaps each exportable encoder of a model (its :class:`EncoderSlot`) for an
 :class:`OrtEncoder` with the same call signature: a Hugging Face encoder keeps being called as
 ``encoder(input_ids=..., attention_mask=..., token_type_ids=...)`` and answers with
-``last_hidden_state``.
+``last_hidden_state``; a network called ``network(input_ids, attention_mask)`` that returns text
+vectors (DenseTrans) keeps that call (an *export form* of it, the same computation written with
+traceable shapes, is what gets exported, and it is checked against the network itself).
 Everything around the encoder (tokenisation, pooling, heads such as MatRank's matrix or PARADE's
 aggregators, scoring) stays the model's own torch code, so the inference drivers
 (:mod:`rankkit.rerank`, :mod:`rankkit.dense`) do not change and the trainer is never involved.
@@ -100,12 +102,14 @@ class Runtime:
 
 @dataclass
 class EncoderSlot:
-    """One exportable encoder of a model: the transformers encoder ``getattr(owner, attribute)``.
+    """One exportable encoder of a model: the module ``getattr(owner, attribute)``.
 
-    The model calls it by keyword (``input_ids``, ``attention_mask``, ``token_type_ids``) and reads
-    ``.last_hidden_state`` ``[B, L, H]``. ``inputs`` are the graph's inputs, in order; ``structure``
-    identifies what the weights alone do not (its config); ``max_length`` and ``vocab_size`` bound
-    the probe batches.
+    ``call``: ``"hf"``, a transformers encoder called by keyword (``input_ids``, ``attention_mask``,
+    ``token_type_ids``) whose ``.last_hidden_state`` ``[B, L, H]`` is read; or ``"vectors"``, a
+    network called ``module(input_ids, attention_mask)`` returning ``[B, D]``. ``inputs`` are the
+    graph's inputs, in order; ``structure`` identifies what the weights alone do not (a config, the
+    model's settings); ``max_length`` and ``vocab_size`` bound the probe batches; ``export_form``,
+    when given, is traced instead of the module (same weights, traceable shapes).
     """
 
     name: str
@@ -115,6 +119,8 @@ class EncoderSlot:
     structure: str
     max_length: int
     vocab_size: int
+    call: str = "hf"
+    export_form: nn.Module | None = None
 
     @property
     def module(self) -> nn.Module:
@@ -144,6 +150,7 @@ class OrtEncoder(nn.Module):
     def __init__(self, session: Any, slot: EncoderSlot, config: Any, label: str) -> None:
         super().__init__()
         self.session = session
+        self.call = slot.call
         self.input_names = [i.name for i in session.get_inputs()]
         self.config = config
         self.label = label
@@ -164,6 +171,8 @@ class OrtEncoder(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         from transformers.modeling_outputs import BaseModelOutput
 
+        if self.call == "vectors":
+            return self.run({**dict(zip(("input_ids", "attention_mask"), args)), **kwargs})
         if args:
             raise TypeError("OrtEncoder takes its inputs by keyword (input_ids=, attention_mask=, ...)")
         feeds = {k: v for k, v in kwargs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
@@ -180,8 +189,13 @@ class _KeywordEncoder(nn.Module):
         super().__init__()
         self.module = module
         self.names = slot.inputs
+        self.call = slot.call
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self.call == "vectors":
+            vectors = self.module(*inputs)
+            assert isinstance(vectors, torch.Tensor)
+            return vectors
         out = self.module(**dict(zip(self.names, inputs)), return_dict=True)
         return out.last_hidden_state  # type: ignore[no-any-return]
 
@@ -198,7 +212,7 @@ def cache_root() -> Path:
 
 def weights_key(slot: EncoderSlot) -> str:
     """SHA-256 (hex) of the encoder's tensors (names, dtypes, shapes, bytes), structure and export version."""
-    digest = hashlib.sha256(f"rankkit-onnx-{EXPORT_VERSION}\0{','.join(slot.inputs)}\0".encode())
+    digest = hashlib.sha256(f"rankkit-onnx-{EXPORT_VERSION}\0{slot.call}\0{','.join(slot.inputs)}\0".encode())
     digest.update(slot.structure.encode("utf-8"))
     for name, tensor in sorted(slot.module.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
@@ -270,6 +284,8 @@ def _reference(slot: EncoderSlot, feeds: dict[str, torch.Tensor]) -> torch.Tenso
 
 def _compare(reference: torch.Tensor, out: torch.Tensor, feeds: dict[str, torch.Tensor]) -> tuple[float, torch.Tensor]:
     """Largest absolute difference on real tokens, and each row's cosine of pooled vectors."""
+    if reference.dim() == 2:  # text vectors
+        return float((reference - out).abs().max()), torch.nn.functional.cosine_similarity(reference, out, dim=-1)
     mask = feeds["attention_mask"].unsqueeze(-1).to(reference.dtype)
     diff = float(((reference - out).abs() * mask).max())
     ref = (reference * mask).sum(1) / mask.sum(1)
@@ -296,12 +312,12 @@ def check_against(slot: EncoderSlot, path: Path, reference_of: Any) -> tuple[flo
 
 def export_onnx(slot: EncoderSlot, path: Path) -> None:
     """Export ``slot``'s module (eval mode) to ``path`` with dynamic batch and sequence axes."""
-    module = slot.module
+    module = slot.export_form if slot.export_form is not None else slot.module
     was_training = module.training
     module.eval()
     feeds = probe_batch(slot)
     dynamic = {name: {0: "batch", 1: "sequence"} for name in slot.inputs}
-    dynamic["output"] = {0: "batch", 1: "sequence"}
+    dynamic["output"] = {0: "batch"} if slot.call == "vectors" else {0: "batch", 1: "sequence"}
     try:
         with torch.no_grad(), contextlib.redirect_stdout(None), _quiet_warnings():
             torch.onnx.export(_KeywordEncoder(module, slot), tuple(feeds[n] for n in slot.inputs), str(path),
