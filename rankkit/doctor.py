@@ -138,6 +138,22 @@ def check_faiss() -> Check:
     return Check("faiss", True, getattr(faiss, "__version__", "unknown version"))
 
 
+def check_onnxruntime() -> Check:
+    """ONNX Runtime and onnx (``--backend onnx``, ``--quantize int8``): versions and execution providers."""
+    try:
+        ort = importlib.import_module("onnxruntime")
+    except Exception as err:
+        return Check("ONNX Runtime", False, f"not importable ({_error(err)})",
+                     "pip install onnxruntime onnx (only --backend onnx needs it)", required=False)
+    onnx = _version("onnx")
+    providers = ", ".join(ort.get_available_providers())
+    if onnx is None:
+        return Check("ONNX Runtime", False, f"{ort.__version__} (providers {providers}); onnx not installed",
+                     "pip install onnx (needed to export models)", required=False)
+    return Check("ONNX Runtime", True, f"{ort.__version__}, onnx {onnx}; providers {providers}; "
+                                       "backends: torch, onnx (fp32, int8)")
+
+
 def check_ir_measures() -> Check:
     version = _version("ir-measures")
     return Check("ir_measures", version is not None, version or "not installed", "pip install ir-measures")
@@ -176,6 +192,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_pyserini,
     check_anserini_runs,
     check_faiss,
+    check_onnxruntime,
     check_ir_measures,
     check_minilm,
 )

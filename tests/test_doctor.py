@@ -25,6 +25,7 @@ def test_doctor_reports_every_component(cli) -> None:
         "pyserini",
         "Anserini",
         "faiss",
+        "ONNX",
         "ir_measures",
         "MiniLM",
     ]
@@ -49,6 +50,14 @@ def test_missing_package_gets_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "faiss", None)  # makes `import faiss` fail
     check = doctor.check_faiss()
     assert not check.ok and check.hint == "pip install faiss-cpu"
+
+
+def test_onnxruntime_is_reported_with_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    check = doctor.check_onnxruntime()
+    assert check.ok and "CPUExecutionProvider" in check.detail and "onnx 1." in check.detail
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    missing = doctor.check_onnxruntime()
+    assert not missing.ok and not missing.required and "pip install onnxruntime" in missing.hint
 
 
 def test_a_crashing_check_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,14 @@ from typing import Optional
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.runtime_options import (
+    backend_option,
+    device_for,
+    precision_option,
+    quantize_option,
+    runtime_of,
+    threads_option,
+)
 from rankkit.errors import RankkitError
 
 
@@ -25,6 +33,10 @@ def explain_command(
     depth: int = typer.Option(20, "--depth", help="Candidates in the matrix (the run's top DEPTH)."),
     top: int = typer.Option(5, "--top", help="Passages printed to the terminal."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    backend: str = backend_option(),
+    quantize: str = quantize_option(),
+    threads: Optional[int] = threads_option(),
+    precision: str = precision_option(),
 ) -> None:
     """Draw S (Eq. 3) with candidates labelled and the row/column means beside it; print the top passages."""
     from rich.console import Console
@@ -42,10 +54,17 @@ def explain_command(
     from rankkit.formats._files import check_outputs
 
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
+    from rankkit.models.runtime import use_runtime
+
+    runtime = runtime_of(backend, quantize, threads, precision)
+    chosen = pick_device(device_for(device, runtime))
+    runtime.check(chosen)
     ranker = load_for_inference(model, checkpoint)
-    ranker.to(pick_device(device))
+    ranker.to(chosen)
+    use_runtime(ranker, runtime, checkpoint=checkpoint, device=chosen)
     with open_docstore(corpus=corpus, index=index) as store:
-        expl = explain_query(ranker, run, topics, store, qid, depth=depth)  # type: ignore[arg-type]
+        expl = explain_query(ranker, run, topics, store, qid, depth=depth,  # type: ignore[arg-type]
+                             precision=runtime.precision)
     plot_explanation(expl, output)
     table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)
     for name in ("rank", "was", "docid", "vote", "beta", "omega", "passage"):

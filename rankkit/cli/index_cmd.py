@@ -15,6 +15,7 @@ import typer
 from rankkit.cli.app import app, int_range
 from rankkit.cli.model_options import dense_index_options, model_options_of, rerank_settings
 from rankkit.cli.registry import OptionRegistry
+from rankkit.cli.runtime_options import backend_option, precision_option, quantize_option, runtime_of
 from rankkit.console import log
 from rankkit.errors import RankkitError
 from rankkit.formats._files import check_output_dir
@@ -57,7 +58,7 @@ def _build_bm25(request: IndexRequest) -> None:
 
 
 DENSE_OPTIONS = ("model", "checkpoint", "faiss", "nlist", "pq_m", "pq_bits", "batch_size", "chunk_size", "shard",
-                 "device", "max_query_length", "max_doc_length", "settings")
+                 "device", "max_query_length", "max_doc_length", "settings", "backend", "quantize", "precision")
 DENSE_MODEL_PANEL = "Dense: model settings (recorded in the index; its searches use them)"
 
 
@@ -75,8 +76,9 @@ def _build_dense(request: IndexRequest) -> None:
     model = options.pop("model", None)
     if model is None:
         raise RankkitError("--kind dense needs --model (repbert or densetrans)")
+    runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
+    runtime.check()
     _prepare_dense_folder(request.index, request.force)
-    _set_threads(request.threads)
     build_dense_index(
         model,
         options.get("checkpoint"),
@@ -93,16 +95,8 @@ def _build_dense(request: IndexRequest) -> None:
         max_query_length=options.get("max_query_length"),
         max_doc_length=options.get("max_doc_length"),
         settings=options.get("settings"),
+        runtime=runtime,
     )
-
-
-def _set_threads(threads: Optional[int]) -> None:
-    if threads is not None:
-        if threads < 1:
-            raise RankkitError(f"--threads must be at least 1, got {threads}")
-        import torch
-
-        torch.set_num_threads(threads)
 
 
 def _prepare_dense_folder(index: Path, force: bool) -> None:
@@ -143,7 +137,8 @@ def index_command(
         show_default=False,
     ),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="Indexing threads (default: CPU cores).", callback=int_range(1)),
+        None, "--threads", help="Indexing threads (default: CPU cores); dense: torch's and ONNX Runtime's.",
+        callback=int_range(1)),
     force: bool = typer.Option(False, "--force", help="Replace an existing non-empty index directory."),
     docvectors: bool = typer.Option(
         False, "--docvectors", help="bm25: store document vectors (needed by --rm3).", rich_help_panel="BM25"
@@ -199,6 +194,9 @@ def index_command(
         help="dense: document token limit (default: the model's; repbert 256, densetrans 30).",
         callback=int_range(1), rich_help_panel="Dense",
     ),
+    backend: Optional[str] = backend_option(None),
+    quantize: Optional[str] = quantize_option(None),
+    precision: Optional[str] = precision_option(None),
     more: Optional[list[str]] = typer.Argument(None, metavar="[SHARD]...", show_default=False,
                                                help="More shard folders after --merge."),
     **model_options: Any,
@@ -212,7 +210,8 @@ def index_command(
     """
     dense: dict[str, Any] = {"model": model, "checkpoint": checkpoint, "faiss": faiss, "nlist": nlist, "pq_m": pq_m,
                              "pq_bits": pq_bits, "batch_size": batch_size, "chunk_size": chunk_size, "shard": shard,
-                             "device": device, "max_query_length": max_query_length, "max_doc_length": max_doc_length}
+                             "device": device, "max_query_length": max_query_length, "max_doc_length": max_doc_length,
+                             "backend": backend, "quantize": quantize, "precision": precision}
     given = {name: value for name, value in model_options.items() if value is not None}
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)

@@ -9,6 +9,14 @@ import typer
 
 from rankkit.cli.app import app
 from rankkit.cli.model_options import RERANK_PANEL, model_options_of, rerank_options, rerank_settings
+from rankkit.cli.runtime_options import (
+    backend_option,
+    device_for,
+    precision_option,
+    quantize_option,
+    runtime_of,
+    threads_option,
+)
 from rankkit.errors import RankkitError
 
 
@@ -34,6 +42,10 @@ def rerank_command(
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Run tag [rankkit-MODEL]."),
+    backend: str = backend_option(),
+    quantize: str = quantize_option(),
+    threads: Optional[int] = threads_option(),
+    precision: str = precision_option(),
     **model_options: Any,
 ) -> None:
     """Re-rank each query's top --depth candidates by query and passage text; the rest keep their order below.
@@ -57,11 +69,16 @@ def rerank_command(
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     from rankkit.models import get_model_class
+    from rankkit.models.runtime import use_runtime
 
     overrides = rerank_settings(get_model_class(model), model_options)
+    runtime = runtime_of(backend, quantize, threads, precision)
+    chosen = pick_device(device_for(device, runtime))
+    runtime.check(chosen)
     ranker = load_for_inference(model, checkpoint)
     for name, value in overrides.items():
         ranker.override(name, value)
+    use_runtime(ranker, runtime, checkpoint=checkpoint, device=chosen)
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
-                   max_length=max_length, device=pick_device(device), tag=tag)
+                   max_length=max_length, device=chosen, tag=tag, precision=runtime.precision)

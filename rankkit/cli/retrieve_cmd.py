@@ -15,6 +15,7 @@ import typer
 
 from rankkit.cli.app import app, float_range, int_range
 from rankkit.cli.registry import OptionRegistry
+from rankkit.cli.runtime_options import backend_option, precision_option, quantize_option, runtime_of
 from rankkit.console import log
 from rankkit.errors import RankkitError
 from rankkit.formats._files import check_outputs
@@ -68,7 +69,7 @@ def _retrieve_bm25(request: RetrieveRequest) -> None:
     )
 
 
-DENSE_OPTIONS = ("nprobe", "batch_size", "device", "max_query_length", "checkpoint")
+DENSE_OPTIONS = ("nprobe", "batch_size", "device", "max_query_length", "checkpoint", "backend", "quantize", "precision")
 
 
 def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
@@ -78,13 +79,12 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
     from rankkit.dense import dense_search
     from rankkit.formats import write_run
 
+    options = request.options
+    runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
+    runtime.check()
     if request.threads is not None:
-        if request.threads < 1:
-            raise RankkitError(f"--threads must be at least 1, got {request.threads}")
         import faiss
-        import torch
 
-        torch.set_num_threads(request.threads)
         faiss.omp_set_num_threads(request.threads)
     started = time.perf_counter()
     run = dense_search(
@@ -98,6 +98,7 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
         model_name=model,
         max_query_length=request.options.get("max_query_length"),
         checkpoint=request.options.get("checkpoint"),
+        runtime=runtime,
     )
     lines = write_run(request.output, run, request.runtag or model)
     empty = sum(1 for docs in run.values() if not docs)
@@ -130,7 +131,8 @@ def retrieve_command(
     output: Path = typer.Option(..., "--output", "-o", help="Run file to write (.gz compresses)."),
     k: int = typer.Option(1000, "--k", help="Documents retrieved per query.", callback=int_range(1)),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="Search threads (default: CPU cores).", callback=int_range(1)),
+        None, "--threads", help="Search threads (default: CPU cores); dense: also query encoding's.",
+        callback=int_range(1)),
     runtag: Optional[str] = typer.Option(
         None, "--runtag", help="Run tag (last column) (default: the model name)."
     ),
@@ -186,6 +188,9 @@ def retrieve_command(
         help="repbert on a Pyserini faiss index (no rankkit-index.json): the query encoder it was built with.",
         rich_help_panel="Dense",
     ),
+    backend: Optional[str] = backend_option(None),
+    quantize: Optional[str] = quantize_option(None),
+    precision: Optional[str] = precision_option(None),
 ) -> None:
     """Retrieve the top K documents for every query in TOPICS and write a TREC run.
 
@@ -206,6 +211,9 @@ def retrieve_command(
             "device": device,
             "max_query_length": max_query_length,
             "checkpoint": checkpoint,
+            "backend": backend,
+            "quantize": quantize,
+            "precision": precision,
         },
     )
     # Before searching: the run must be writable and must not replace the topics.

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from rankkit.console import progress_bar
+from rankkit.devices import autocast
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, iter_corpus
 from rankkit.formats._files import open_text
@@ -105,11 +106,12 @@ def _chunks(corpus: Path, chunk_size: int) -> Iterator[tuple[int, list[str], lis
 
 def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str | os.PathLike[str], *,
                   manifest: dict[str, Any], batch_size: int = 64, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                  shard: tuple[int, int] = (0, 1)) -> EncodedChunks:
+                  shard: tuple[int, int] = (0, 1), precision: str = "fp32") -> EncodedChunks:
     """Encode ``corpus`` (or its shard) into ``folder/embeddings``; finished chunks are skipped.
 
-    ``manifest`` describes the encoder (model, checkpoint, hyper-parameters); an existing
+    ``manifest`` describes the encoder (model, checkpoint, hyper-parameters, backend); an existing
     embeddings folder made with a different manifest or chunk size is an error rather than a mix.
+    ``precision`` ``bf16`` encodes under autocast (vectors are stored as float32 either way).
     """
     if batch_size < 1 or chunk_size < 1:
         raise RankkitError("batch size and chunk size must be at least 1")
@@ -144,7 +146,8 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
             seen += len(docids)
             if chunk % count != index or (out / f"{chunk_name(chunk)}.npy").is_file():
                 continue
-            vectors = model.encode(texts or [], is_query=False, batch_size=batch_size)
+            with autocast(precision, model.device):
+                vectors = model.encode(texts or [], is_query=False, batch_size=batch_size)
             _write_chunk(out, chunk, docids, vectors)
             bar.update(task, advance=len(docids))
         if seen != total_docs:

@@ -35,6 +35,7 @@ from rankkit.formats import atomic_write
 from rankkit.indexes import new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
 from rankkit.models.checkpoint import load_for_inference
+from rankkit.models.runtime import Runtime, use_runtime
 
 DENSE_KINDS = ("dense", "dense-shard")
 INDEX_FILE = "index.faiss"
@@ -148,7 +149,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
                       shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
                       device: str = "auto", max_query_length: int | None = None,
                       max_doc_length: int | None = None,
-                      settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      settings: Mapping[str, Any] | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
     """Encode ``corpus`` with ``model_name`` (from ``checkpoint``, or zero-shot when ``None``) and index it.
 
     With ``shard="I/N"`` (N > 1) only shard I is encoded into ``index_dir`` (a shard folder, not
@@ -158,7 +159,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     as long as documents); they are recorded in ``model_hparams`` and retrieval uses them.
     ``settings`` sets the model's inference-time settings (repbert's ``pooling``, ``query_prefix``,
     ``doc_prefix``: e.g. E5's prefixes on a zero-shot backbone), recorded in ``model_hparams`` too.
-    Returns the rankkit-index.json content.
+    ``runtime`` picks the encoder's backend (:mod:`rankkit.models.runtime`); it is recorded, and a
+    resumed encoding must use the same one. Returns the rankkit-index.json content.
     """
     if faiss_kind not in FAISS_KINDS:
         raise RankkitError(f"unknown faiss kind {faiss_kind!r}; known: {', '.join(FAISS_KINDS)}")
@@ -168,15 +170,20 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         raise InputError(corpus, None, "no such file or directory")
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
-    model = load_bi_encoder(model_name, checkpoint, device)
+    runtime = runtime or Runtime()
+    model = load_bi_encoder(model_name, checkpoint, device, runtime)
     set_max_lengths(model, max_query_length, max_doc_length)
     for name, value in (settings or {}).items():
         model.override(name, value)
     if faiss_kind == "ivfpq" and model.dim % pq_m:
         raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {model.dim}")
     manifest = _manifest(model_name, checkpoint, model)
+    numerics = {"backend": runtime.backend, "quantize": runtime.quantize, "precision": runtime.precision}
+    if numerics != {"backend": "torch", "quantize": "none", "precision": "fp32"}:
+        # What computed the vectors; left out for the default so that earlier encodings still resume.
+        manifest["runtime"] = numerics
     done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
-                             chunk_size=chunk_size, shard=(index, count))
+                             chunk_size=chunk_size, shard=(index, count), precision=runtime.precision)
     requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
     meta = new_manifest(
         "dense" if count == 1 else "dense-shard", Path(corpus),
@@ -185,7 +192,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         model=model_name, checkpoint=manifest["checkpoint"], model_hparams=model.hparams, dims=model.dim,
         metric="inner_product", normalized=model.normalized, documents=done.documents,
         total_documents=done.total_documents, chunk_size=chunk_size, chunks=done.total_chunks,
-        shard=[index, count], faiss_requested=requested,
+        shard=[index, count], faiss_requested=requested, runtime=numerics,
     )
     if count == 1:
         sources = [(folder, c) for c in range(done.total_chunks)]
@@ -215,7 +222,7 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
     first = metas[0]
     for folder, meta in zip(folders, metas):
         for key in ("model", "checkpoint", "model_hparams", "dims", "normalized", "chunk_size", "chunks",
-                    "total_documents"):
+                    "total_documents", "runtime"):
             if meta.get(key) != first.get(key):
                 raise RankkitError(f"shards disagree on {key}: {folders[0]} vs {folder}")
     owner: dict[int, Path] = {}
@@ -249,14 +256,20 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
     return meta
 
 
-def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None, device: str = "auto") -> BiEncoder:
-    """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``), on ``device``."""
+def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None, device: str = "auto",
+                    runtime: Runtime | None = None) -> BiEncoder:
+    """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``), on ``device``
+    and ``runtime`` (``--backend onnx``: ``auto`` means the CPU)."""
     from rankkit.devices import pick_device
 
+    runtime = runtime or Runtime()
+    chosen = pick_device("cpu" if runtime.backend == "onnx" and device == "auto" else device, 0)
+    runtime.check(chosen)
     model = load_for_inference(model_name, checkpoint)
     if not isinstance(model, BiEncoder):
         raise RankkitError(f"model {model_name!r} is not a bi-encoder: dense indexes need one (repbert, densetrans)")
-    model.to(pick_device(device, 0))
+    model.to(chosen)
+    use_runtime(model, runtime, checkpoint=checkpoint, device=chosen)
     return model
 
 

@@ -11,14 +11,17 @@ import numpy as np
 
 from rankkit.console import log, progress_bar
 from rankkit.dense.faiss_index import apply_recorded_settings, load_bi_encoder, load_dense_index, set_max_lengths
+from rankkit.devices import autocast
 from rankkit.errors import RankkitError
 from rankkit.formats import Run, read_topics
+from rankkit.models.runtime import Runtime
 
 
 def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
                  k: int = 1000, nprobe: int | None = None, remove_query: bool = False, batch_size: int = 64,
                  *, device: str = "auto", model_name: str | None = None,
-                 max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None) -> Run:
+                 max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None,
+                 runtime: Runtime | None = None) -> Run:
     """Top-``k`` documents per query by inner product (cosine for normalised models).
 
     ``topics`` is a topics file or a ``{qid: text}`` mapping. The model and checkpoint recorded in
@@ -27,7 +30,8 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
     ``remove_query`` drops a hit whose docid equals the qid (collections that contain their own
     queries, e.g. Quora duplicate questions) while still returning ``k`` documents. ``model_name``, when given, must be the model
     the index was built with (the CLI's ``--model``): a mismatch is an error, not a silent swap.
-    ``max_query_length`` overrides the query token limit recorded in the index.
+    ``max_query_length`` overrides the query token limit recorded in the index. ``runtime``: the
+    query encoder's backend, threads and precision (:mod:`rankkit.models.runtime`).
 
     A Pyserini faiss index records no encoder: ``model_name`` and ``checkpoint`` (the query
     encoder it was built with: a rankkit checkpoint or a Hugging Face / sentence-transformers
@@ -51,7 +55,8 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
         raise RankkitError(f"{index_dir} is a dense index built with --model {meta['model']}, not {model_name}; "
                            f"retrieve from it with --model {meta['model']}")
     queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
-    model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device)
+    runtime = runtime or Runtime()
+    model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device, runtime)
     apply_recorded_settings(model, meta.get("model_hparams", {}))
     # The query limit recorded at build time (it may override the model's), unless given here.
     recorded = meta.get("model_hparams", {}).get("max_query_length")
@@ -72,7 +77,8 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
         task = bar.add_task("searching", total=len(qids))
         for start in range(0, len(qids), batch_size):
             batch = qids[start:start + batch_size]
-            vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
+            with autocast(runtime.precision, model.device):
+                vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
             scores, rows = index.search(np.ascontiguousarray(vectors.numpy(), dtype=np.float32), depth)
             for qid, row_scores, row_ids in zip(batch, scores, rows):
                 hits: dict[str, float] = {}

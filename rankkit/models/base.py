@@ -19,7 +19,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,9 @@ from rankkit.errors import RankkitError
 from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
 from rankkit.models.outputs import InBatchOutput, RankingOutput
+
+if TYPE_CHECKING:
+    from rankkit.models.runtime import EncoderSlot
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,13 @@ class RankingModel(torch.nn.Module, abc.ABC):
         ``rankkit rerank`` calls only this, so a model that can re-rank overrides it.
         """
         raise RankkitError(f"model {self.name!r} cannot re-rank")
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """The transformer encoders that ``--backend onnx`` runs on ONNX Runtime (:mod:`rankkit.models.runtime`).
+
+        Models whose encoder cannot be exported keep this refusal (one line naming the backends).
+        """
+        raise RankkitError(f"model {self.name!r} runs on --backend torch only")
 
     def set_max_length(self, max_length: int) -> None:
         """Inference-time input length in tokens (``rankkit rerank --max-length``); models with one override this."""

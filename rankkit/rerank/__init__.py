@@ -26,6 +26,7 @@ from typing import Iterator, Sequence
 import torch
 
 from rankkit.console import log, progress_bar
+from rankkit.devices import autocast
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_topics, write_run
@@ -59,12 +60,13 @@ def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, flo
 def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str],
                store: DocStore, output: str | os.PathLike[str], *, depth: int = 100, batch_size: int = 32,
                max_length: int | None = None, device: torch.device | str = "cpu", tag: str | None = None,
-               chunk_pairs: int = 1024) -> RerankReport:
+               chunk_pairs: int = 1024, precision: str = "fp32") -> RerankReport:
     """Re-rank each query's top ``depth`` candidates of ``run`` with ``model``; write ``output``.
 
     ``topics`` gives the query texts (every run query needs one), ``store`` the passage texts.
     ``max_length`` overrides the model's input length (whole pair for cross-encoders, passage for
-    bi-encoders). The output is written atomically, streaming: a failure leaves no file.
+    bi-encoders). ``precision`` ``bf16`` runs the model under autocast (:func:`rankkit.devices.autocast`).
+    The output is written atomically, streaming: a failure leaves no file.
     """
     import time
 
@@ -80,6 +82,7 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         model.set_max_length(max_length)
     model.to(device)
     model.eval()
+    autocast(precision, torch.device(device))  # refuses a precision the device cannot run, before any work
     tag = tag or f"rankkit-{model.name}"
     stats = {"queries": 0, "reranked": 0}
     started = time.perf_counter()
@@ -105,8 +108,9 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
                 heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
                 wanted = sorted({d for h in heads for d in h})
                 passages = store.get_many(wanted)
-                scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
-                                               [[passages[d] for d in h] for h in heads], batch_size)
+                with autocast(precision, torch.device(device)):
+                    scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
+                                                 [[passages[d] for d in h] for h in heads], batch_size)
                 for (qid, ranking), head, s in zip(chunk, heads, scores):
                     top = {docid: float(v) for docid, v in zip(head, s.tolist())}
                     stats["queries"] += 1

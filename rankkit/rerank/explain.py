@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from rankkit.devices import autocast
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, read_topics
@@ -44,8 +45,9 @@ class Explanation:
 
 @torch.inference_mode()
 def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.PathLike[str], store: DocStore,
-                  qid: str, *, depth: int = 20, batch_size: int = 32) -> Explanation:
-    """S, r, c, beta, omega and the vote of ``qid``'s top ``depth`` candidates of ``run``."""
+                  qid: str, *, depth: int = 20, batch_size: int = 32, precision: str = "fp32") -> Explanation:
+    """S, r, c, beta, omega and the vote of ``qid``'s top ``depth`` candidates of ``run``
+    (``precision`` ``bf16``: under autocast)."""
     if not isinstance(model, MatRank):
         raise RankkitError(f"explain needs a matrank, matrank-row or matrank-col model, not {model.name!r}")
     if depth < 2:
@@ -65,12 +67,14 @@ def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.
     model.eval()
     query = texts_of[qid]
     feats = model.pairs.features([query] * len(texts), texts)
-    h, skip = model.pairs({k: v.to(model.device) for k, v in feats.items()})
-    out = model.explain(h, skip)
-    vote = model.vote(out).cpu()
+    with autocast(precision, model.device):
+        h, skip = model.pairs({k: v.to(model.device) for k, v in feats.items()})
+        out = model.explain(h, skip)
+    log_beta, log_omega = out.log_beta[0].float(), out.log_omega[0].float()
+    vote = model.vote(out).float().cpu()
     order = torch.sort(vote, descending=True, stable=True).indices.tolist()
-    beta, omega = out.log_beta[0].exp().cpu(), out.log_omega[0].exp().cpu()
-    S = out.S[0].cpu()
+    beta, omega = log_beta.exp().cpu(), log_omega.exp().cpu()
+    S = out.S[0].float().cpu()
     cands = [ExplainedCandidate(new + 1, i + 1, docids[i], float(vote[i]), float(beta[i]), float(omega[i]), texts[i])
              for new, i in enumerate(order)]
     matrix = [[float(S[i, j]) for j in order] for i in order]

@@ -68,6 +68,7 @@ from rankkit.models.base import ActivationCheckpointing, BiEncoder, TrainingDefa
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool
+from rankkit.models.runtime import EncoderSlot
 
 #: ``--variant``: the connections between layers. ``all``: Eq. 5 for every layer; ``below-top``:
 #: Eq. 5 below the top layer, the top layer reads ``E^{N-1}`` only (-TopDense); ``none``: Eq. 4.
@@ -160,6 +161,41 @@ class DenseTransEncoder(nn.Module, ActivationCheckpointing):
             inputs = torch.cat(outputs, dim=-1) if dense else outputs[-1]
             outputs.append(self.run_block(layer, inputs, src_key_padding_mask=padding))
         final = torch.cat(outputs, dim=-1) if self.concat_output else outputs[-1]
+        return cls_pool(final)
+
+
+class ExportableDenseTrans(nn.Module):
+    """:class:`DenseTransEncoder`'s forward with the same weights, its attention written out
+    (``softmax(Q K^T / sqrt(d)) V`` per head, padding masked) so that every shape stays symbolic
+    when traced for ONNX; post-LayerNorm and ReLU feed-forward as ``nn.TransformerEncoderLayer``
+    (Eqs. 3-5). Used only for export."""
+
+    def __init__(self, network: DenseTransEncoder) -> None:
+        super().__init__()
+        self.network = network
+
+    @staticmethod
+    def attention(mha: nn.MultiheadAttention, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = torch.nn.functional.linear(x, mha.in_proj_weight, mha.in_proj_bias).chunk(3, dim=-1)
+        q, k, v = (t.reshape(batch, length, mha.num_heads, -1).transpose(1, 2) for t in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        return mha.out_proj(out.transpose(1, 2).reshape(batch, length, width))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        net = self.network
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        outputs = [net.tokens(input_ids) + net.positions(positions).unsqueeze(0)]
+        keep = attention_mask.bool()[:, None, None, :]
+        last = len(net.layers) - 1
+        for index, layer in enumerate(net.layers):
+            assert isinstance(layer, nn.TransformerEncoderLayer)
+            dense = net.connections == "all" or (net.connections == "below-top" and index < last)  # as forward
+            x = torch.cat(outputs, dim=-1) if dense else outputs[-1]
+            x = layer.norm1(x + self.attention(layer.self_attn, x, keep))
+            x = layer.norm2(x + layer.linear2(torch.relu(layer.linear1(x))))
+            outputs.append(x)
+        final = torch.cat(outputs, dim=-1) if net.concat_output else outputs[-1]
         return cls_pool(final)
 
 
@@ -294,6 +330,19 @@ class DenseTrans(BiEncoder):
         state = {k: v.detach().contiguous().cpu() for k, v in self.network.state_dict().items()}
         safetensors.torch.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
         self.tokenizer.save_pretrained(str(folder))
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """The whole network of §3.2 (embeddings, dense layers, [CLS]); normalisation stays in torch.
+
+        Exported through :class:`ExportableDenseTrans` (torch's exporter bakes the batch shape of
+        ``nn.MultiheadAttention``'s internal reshapes into the graph); the export is checked against
+        this network itself.
+        """
+        h = self.config
+        structure = json.dumps({k: v for k, v in self.hparams.items() if k != "backbone"}, sort_keys=True)
+        return [EncoderSlot("densetrans", self, "network", ("input_ids", "attention_mask"), structure,
+                            int(h.max_positions), int(h.vocab_size), call="vectors",
+                            export_form=ExportableDenseTrans(self.network))]
 
     # -- encoding -----------------------------------------------------------------------------
     @property

@@ -46,6 +46,7 @@ from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import POOLING_MODES, pool
+from rankkit.models.runtime import EncoderSlot, hf_slot
 
 
 @dataclass
@@ -157,6 +158,10 @@ class RepBERT(BiEncoder):
             folder, dim=self.dim, pooling=self.pooling, normalize=self._normalize,
             max_seq_length=self.max_doc_length,
             prompts={"query": self.config.query_prefix or "", "document": self.config.doc_prefix or ""})
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """The shared BERT of Eq. 1-2 (mean pooling and normalisation stay in torch)."""
+        return [hf_slot(self)]
 
     # -- encoding -----------------------------------------------------------------------------
     @property

@@ -30,6 +30,7 @@ from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPair
 from rankkit.models.inputs import GroupBatch, PairFeatures, length_order
 from rankkit.models.persistence import EncoderHeadFiles
 from rankkit.models.pooling import POOLING_MODES
+from rankkit.models.runtime import EncoderSlot, hf_slot
 
 ENCODERS = ("cross", "bi")
 #: Initial weight of the cosine skip connection of the ``bi`` encoder: all-MiniLM-L6-v2 was
@@ -127,6 +128,10 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         elif max_length < 2:
             raise RankkitError(f"--max-length must be at least 2, got {max_length}")
         self.pairs.max_length = int(max_length)
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """The pair encoder's backbone (cross pairs or separate bi-encoder texts); the head stays in torch."""
+        return [hf_slot(self.pairs)]
 
     # -- training -----------------------------------------------------------------------------
     def prepare(self, batch: GroupBatch) -> GroupBatch:

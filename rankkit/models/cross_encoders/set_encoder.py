@@ -244,6 +244,12 @@ class SetEncoder(Mono):
         #: Candidates scored together at re-ranking time; longer lists are split by :func:`set_chunks`.
         self.max_set_size = MAX_SET_SIZE
 
+    def encoder_slots(self) -> list[Any]:
+        """None: the inter-passage attention (§3.2) depends on each batch's set layout, which rankkit
+        does not export, so the Set-Encoder runs on torch only."""
+        raise RankkitError("set-encoder runs on --backend torch only: its inter-passage attention "
+                           "(Schlatt et al. 2024, §3.2) is not exported to ONNX")
+
     def prepare(self, batch: GroupBatch) -> GroupBatch:
         """Pair tensors of the real candidates; each group is one set, its slots the batch's slots."""
         _, texts, where = batch.flat_documents()

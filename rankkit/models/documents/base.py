@@ -45,6 +45,7 @@ from rankkit.models.documents.splitting import (
 from rankkit.models.inputs import GroupBatch, PassageFeatures, batch_rng
 from rankkit.models.outputs import RankingOutput
 from rankkit.models.persistence import EncoderHeadFiles
+from rankkit.models.runtime import EncoderSlot, hf_slot
 
 
 @dataclass
@@ -92,6 +93,10 @@ class DocumentModel(EncoderHeadFiles, RankingModel):
     @abc.abstractmethod
     def build_head(self, dim: int) -> None:
         """Create the aggregation head for passage vectors of width ``dim``."""
+
+    def encoder_slots(self) -> list[EncoderSlot]:
+        """The passage-pair encoder (PARADE Eq. 1); the aggregation head stays in torch."""
+        return [hf_slot(self.pairs)]
 
     # -- splitting ----------------------------------------------------------------------------
     def passage_tokens(self) -> int:

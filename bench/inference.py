@@ -1,0 +1,391 @@
+#!/usr/bin/env python
+"""CPU inference backends: rankkit torch / onnx / onnx-int8 against sentence-transformers, speed and DL19 quality.
+
+    python bench/inference.py --output runs/bench-inference                 # every step
+    python bench/inference.py --output runs/bench-inference --steps rerank  # one step again
+
+Steps (``--steps``, in this order by default):
+
+``mono``: the trained ``mono`` the re-ranking rows use: unless ``--mono CHECKPOINT`` is given,
+BM25 over the bundled DL20 pool, ``rankkit mine`` (judged rel >= 2 positives, 30 random BM25
+negatives), ``rankkit train --model mono`` (cross-encoder on the packaged MiniLM, ``--mono-steps`` steps of
+4 groups of 5; DL20 only: DL19 is never trained or tuned on). Reused when the checkpoint exists.
+
+``rerank``: DL19's BM25 top-100 (43 queries x 100 = 4,300 pairs, ``examples/data/dl19``) re-ranked
+by the zero-shot bi-encoder (``repbert``: the packaged all-MiniLM-L6-v2, cosine) and by the trained
+``mono``, each through ``rerank_scores`` in chunks of ~1024 pairs as ``rankkit rerank`` does, on
+``--backend torch``, ``onnx`` and ``onnx --quantize int8``; then sentence-transformers on the
+same weights and inputs: ``SentenceTransformer(backend="torch")`` (the same MiniLM folder) and
+``CrossEncoder(backend="torch")`` on the mono's weights written as a ``BertForSequenceClassification``
+folder (its pooler set to ``0.001 I``, the classifier to ``1000 w``, so that ``tanh(0.001 h) * 1000 w``
+= mono's ``w . h`` to ~1e-5 relative: same encoder, same scores). Pairs/s = pairs / wall seconds of
+the scoring call (model loading and the one-time ONNX export excluded; the export time is listed),
+DL19 nDCG@10 of each run (rankkit's evaluation; DL19 is only evaluated).
+
+``encode``: texts/s encoding the first ``--encode-passages`` passages of the DL19 pool (batch
+``--batch-size``) with the zero-shot bi-encoder on each backend and with
+``SentenceTransformer.encode``; cosine of every vector to rankkit's torch fp32 vector.
+
+sentence-transformers' ``backend="onnx"``/``"openvino"`` need ``optimum-onnx``/``optimum-intel``,
+which require transformers < 4.58 while sentence-transformers 6.2 requires transformers >= 5: no
+install of them works beside rankkit's stack, so those rows are listed as not runnable (the
+reason is printed), not measured.
+
+Everything runs in this one process, one system after the other (``--threads`` intra-op threads
+for torch and ONNX Runtime alike); writes ``results.md``, ``results.json`` and ``commands.sh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import harness
+from harness import ROOT, Steps
+
+DL19 = ROOT / "examples" / "data" / "dl19"
+DL20 = ROOT / "examples" / "data" / "dl20"
+STEPS = ("mono", "rerank", "encode")
+BACKENDS = {"torch": ("torch", "none"), "onnx": ("onnx", "none"), "onnx-int8": ("onnx", "int8")}
+MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu"]
+#: Near-identity pooler of the CrossEncoder copy of mono: tanh(EPS * h) / EPS = h (1 - (EPS h)^2 / 3 ...).
+EPS = 1e-3
+PEER_NOT_RUNNABLE = ("sentence-transformers 6.2's backend='onnx' / 'openvino' load through optimum-onnx / "
+                     "optimum-intel, which pin transformers < 4.58; sentence-transformers 6.2 needs "
+                     "transformers >= 5 (pip refuses the combination)")
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+def dl19_candidates(depth: int, queries: int | None) -> tuple[list[str], list[str], list[list[str]], list[list[str]]]:
+    """``(qids, query texts, candidate docids, candidate texts)`` of DL19's BM25 top ``depth``."""
+    from rankkit.docstore import open_docstore
+    from rankkit.formats import read_topics
+    from rankkit.formats.runs import iter_run_queries
+
+    topics = read_topics(DL19 / "topics.dl19-passage.txt")
+    qids, texts, docids, passages = [], [], [], []
+    with open_docstore(corpus=DL19 / "passages.dl19-pool.tsv.gz") as store:
+        for qid, ranking in iter_run_queries(DL19 / "runs" / "BM25.dl19.txt"):
+            head = [d for d, _ in ranking[:depth]]
+            found = store.get_many(head)
+            qids.append(qid)
+            texts.append(topics[qid])
+            docids.append(head)
+            passages.append([found[d] for d in head])
+            if queries is not None and len(qids) == queries:
+                break
+    return qids, texts, docids, passages
+
+
+def pool_passages(count: int) -> list[str]:
+    """The first ``count`` passages of the DL19 pool file, in file order."""
+    import gzip
+
+    out = []
+    with gzip.open(DL19 / "passages.dl19-pool.tsv.gz", "rt", encoding="utf-8") as handle:
+        for line in handle:
+            out.append(line.rstrip("\n").split("\t", 1)[1])
+            if len(out) == count:
+                break
+    return out
+
+
+def chunks(sizes: Sequence[int], chunk_pairs: int = 1024) -> list[tuple[int, int]]:
+    """Query ranges of about ``chunk_pairs`` pairs each (rankkit rerank's streaming chunks)."""
+    out, start, pairs = [], 0, 0
+    for i, size in enumerate(sizes):
+        pairs += size
+        if pairs >= chunk_pairs:
+            out.append((start, i + 1))
+            start, pairs = i + 1, 0
+    if start < len(sizes):
+        out.append((start, len(sizes)))
+    return out
+
+
+def ndcg10(qids: Sequence[str], docids: Sequence[Sequence[str]], scores: Sequence[Sequence[float]]) -> float:
+    """DL19 nDCG@10 (trec_eval semantics, rankkit's evaluation) of one re-ranking."""
+    from rankkit.evaluation import evaluate
+    from rankkit.formats import read_qrels
+
+    run = {q: {d: float(s) for d, s in zip(ds, ss)} for q, ds, ss in zip(qids, docids, scores)}
+    result = evaluate(read_qrels(DL19 / "qrels.dl19-passage.txt"), {"run": run}, ["nDCG@10"])
+    return float(result.runs["run"].aggregates["nDCG@10"])
+
+
+# -- systems -------------------------------------------------------------------------------------
+
+def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int) -> tuple[Any, float]:
+    """A rankkit model on ``backend`` and the seconds its ONNX export (or cache lookup) took."""
+    from rankkit.models.checkpoint import load_for_inference
+    from rankkit.models.runtime import Runtime, use_runtime
+
+    model = load_for_inference(name, checkpoint)
+    engine, quantize = BACKENDS[backend]
+    started = time.perf_counter()
+    use_runtime(model, Runtime(engine, quantize, threads), checkpoint=checkpoint)
+    return model, time.perf_counter() - started
+
+
+def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path:
+    """The mono checkpoint as a ``BertForSequenceClassification`` folder (near-identity pooler, see doc)."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from rankkit.models.checkpoint import load_for_inference
+
+    if (out / "config.json").is_file():
+        return out
+    mono: Any = load_for_inference("mono", mono_checkpoint)
+    encoder = mono.pairs.encoder
+    config = encoder.config
+    config.num_labels = 1
+    model = BertForSequenceClassification(config)
+    model.bert.load_state_dict(encoder.state_dict(), strict=False)
+    head = mono.head
+    with torch.no_grad():
+        model.bert.pooler.dense.weight.copy_(torch.eye(config.hidden_size) * EPS)
+        model.bert.pooler.dense.bias.zero_()
+        model.classifier.weight.copy_(head.weight / EPS)
+        model.classifier.bias.copy_(head.bias)
+    model.save_pretrained(str(out))
+    mono.tokenizer.save_pretrained(str(out))
+    return out
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - started
+
+
+def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    qids, queries, docids, passages = dl19_candidates(args.depth, args.queries)
+    pairs = sum(len(p) for p in passages)
+    parts = chunks([len(p) for p in passages])
+    rows: list[dict[str, Any]] = []
+    uptime = os.popen("uptime").read().strip()
+
+    def record(model: str, system: str, scores: list[list[float]], seconds: float, **extra: Any) -> None:
+        row = {"model": model, "system": system, "pairs": pairs, "seconds": seconds,
+               "pairs_per_s": pairs / seconds, "ndcg10": ndcg10(qids, docids, scores), **extra}
+        rows.append(row)
+        print(f"    {model:5} {system:32} {row['pairs_per_s']:7.1f} pairs/s  nDCG@10 {row['ndcg10']:.4f}",
+              file=sys.stderr, flush=True)
+
+    for model_name, checkpoint in (("bi", None), ("mono", args.mono)):
+        name = "repbert" if model_name == "bi" else "mono"
+        for backend in BACKENDS:
+            model, export_s = rankkit_model(name, checkpoint, backend, args.threads)
+            model.rerank_scores(queries[:1], [passages[0][:8]], batch_size=args.batch_size)  # warm-up
+
+            def score(model: Any = model) -> list[list[float]]:
+                out: list[list[float]] = []
+                for a, b in parts:
+                    out += [s.tolist() for s in model.rerank_scores(queries[a:b], passages[a:b], batch_size=args.batch_size)]
+                return out
+
+            scores, seconds = timed(score)
+            record(model_name, f"rankkit {backend}", scores, seconds, export_s=export_s)
+            del model
+        if model_name == "bi":
+            from sentence_transformers import SentenceTransformer
+
+            st = SentenceTransformer(str(default_backbone()), device="cpu", backend="torch")
+            st.encode(queries[:1])
+
+            def st_score(st: Any = st) -> list[list[float]]:
+                out: list[list[float]] = []
+                for a, b in parts:
+                    q = st.encode(queries[a:b], batch_size=args.batch_size, convert_to_tensor=True)
+                    flat = [t for p in passages[a:b] for t in p]
+                    d = st.encode(flat, batch_size=args.batch_size, convert_to_tensor=True)
+                    start = 0
+                    for i, p in enumerate(passages[a:b]):
+                        out.append((d[start:start + len(p)] @ q[i]).tolist())
+                        start += len(p)
+                return out
+
+            scores, seconds = timed(st_score)
+            record(model_name, "sentence-transformers torch", scores, seconds)
+        else:
+            from sentence_transformers import CrossEncoder
+
+            folder = crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")
+            max_length = int(load_max_length(args.mono))
+            ce = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device="cpu", backend="torch",
+                              activation_fn=torch.nn.Identity())
+            ce.predict([(queries[0], passages[0][0])])
+
+            def ce_score(ce: Any = ce) -> list[list[float]]:
+                out: list[list[float]] = []
+                for a, b in parts:
+                    flat = [(q, t) for q, p in zip(queries[a:b], passages[a:b]) for t in p]
+                    s = ce.predict(flat, batch_size=args.batch_size, show_progress_bar=False)
+                    start = 0
+                    for p in passages[a:b]:
+                        out.append([float(x) for x in s[start:start + len(p)]])
+                        start += len(p)
+                return out
+
+            scores, seconds = timed(ce_score)
+            record(model_name, "sentence-transformers CrossEncoder torch", scores, seconds)
+    return {"rows": rows, "pairs": pairs, "queries": len(qids), "uptime_before": uptime,
+            "uptime_after": os.popen("uptime").read().strip(), "machine": harness.machine(torch_threads=True)}
+
+
+def encode_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(args.threads)
+    texts = pool_passages(args.encode_passages)
+    rows: list[dict[str, Any]] = []
+    uptime = os.popen("uptime").read().strip()
+    reference = None
+    for backend in BACKENDS:
+        model, export_s = rankkit_model("repbert", None, backend, args.threads)
+        model.encode(texts[:8], is_query=False, batch_size=args.batch_size)
+        vectors, seconds = timed(lambda model=model: model.encode(texts, is_query=False, batch_size=args.batch_size))
+        reference = vectors if reference is None else reference
+        rows.append({"system": f"rankkit {backend}", "seconds": seconds, "texts_per_s": len(texts) / seconds,
+                     "export_s": export_s, **cosines(vectors, reference)})
+        print(f"    {rows[-1]['system']:32} {rows[-1]['texts_per_s']:7.1f} texts/s", file=sys.stderr, flush=True)
+    st = SentenceTransformer(str(default_backbone()), device="cpu", backend="torch")
+    st.encode(texts[:8])
+    vectors, seconds = timed(lambda: st.encode(texts, batch_size=args.batch_size, convert_to_tensor=True))
+    rows.append({"system": "sentence-transformers torch", "seconds": seconds, "texts_per_s": len(texts) / seconds,
+                 **cosines(vectors.float().cpu(), reference)})
+    print(f"    {rows[-1]['system']:32} {rows[-1]['texts_per_s']:7.1f} texts/s", file=sys.stderr, flush=True)
+    return {"rows": rows, "texts": len(texts), "uptime_before": uptime, "uptime_after": os.popen("uptime").read().strip()}
+
+
+def cosines(vectors: Any, reference: Any) -> dict[str, float]:
+    import torch
+
+    cos = torch.nn.functional.cosine_similarity(vectors.float(), reference.float(), dim=-1)
+    return {"cosine_min": float(cos.min()), "cosine_mean": float(cos.mean())}
+
+
+def default_backbone() -> Path:
+    from rankkit.models.backbone import default_backbone_path
+
+    return default_backbone_path()
+
+
+def load_max_length(checkpoint: Path) -> int:
+    from rankkit.models.checkpoint import load_for_inference
+
+    model: Any = load_for_inference("mono", checkpoint)
+    return int(model.pairs.max_length)
+
+
+def mono_step(args: argparse.Namespace, steps: Steps) -> Path:
+    """Train the cross-encoder mono on DL20 (see the module doc) unless it exists or ``--mono`` was given."""
+    out = steps.out
+    index = out / "index.dl20-pool"
+    steps.rankkit("index dl20", ["index", "--kind", "bm25", "--corpus", DL20 / "passages.dl20-pool.tsv.gz",
+                                 "--index", index, "--force"], [index / "rankkit-index.json"])
+    bm25 = out / "bm25.dl20-pool.run"
+    steps.rankkit("bm25 dl20", ["retrieve", "--model", "bm25", "--index", index, "--topics",
+                                DL20 / "topics.dl20-judged.tsv", "--k", "100", "--output", bm25], [bm25])
+    groups = out / "groups.dl20.jsonl"
+    steps.rankkit("mine dl20", ["mine", "--run", bm25, "--qrels", DL20 / "qrels.dl20-passage.txt", "--topics",
+                                DL20 / "topics.dl20-judged.tsv", "--index", index, "--min-rel", "2",
+                                "--negatives", "30", "--strategy", "random", "--seed", "0", "--output", groups],
+                  [groups])
+    ck = out / "ck" / "mono.cross"
+    steps.rankkit("train mono", ["train", "--model", "mono", "--train", groups, "--output", ck, *MONO_TRAIN,
+                                 "--max-steps", args.mono_steps], [ck / "rankkit.json"])
+    return ck
+
+
+# -- report --------------------------------------------------------------------------------------
+
+def report(results: dict[str, Any], args: argparse.Namespace) -> str:
+    where = results.get("rerank", {}).get("machine") or harness.machine(torch_threads=True)
+    lines = [f"### Inference backends ({where['date']}; {harness.machine_line(where)}; {args.threads} threads)", ""]
+    rerank = results.get("rerank", {})
+    if rerank.get("rows"):
+        lines += [f"Re-ranking DL19's BM25 top-{args.depth} ({rerank['queries']} queries, {rerank['pairs']:,} pairs, "
+                  f"batch {args.batch_size}, chunks of ~1024 pairs as `rankkit rerank`). `uptime` before: "
+                  f"`{rerank['uptime_before']}`; after: `{rerank['uptime_after']}`.", "",
+                  "| model | system | pairs/s | x rankkit torch | x sentence-transformers | nDCG@10 | Δ nDCG@10 | export s |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for model in ("bi", "mono"):
+            mine = [r for r in rerank["rows"] if r["model"] == model]
+            if not mine:
+                continue
+            base = next(r for r in mine if r["system"] == "rankkit torch")
+            peer = next((r for r in mine if r["system"].startswith("sentence-transformers")), None)
+            label = "zero-shot bi-encoder (repbert)" if model == "bi" else f"mono ({args.mono.name})"
+            for r in mine:
+                vs_peer = f"{r['pairs_per_s'] / peer['pairs_per_s']:.2f}x" if peer else "-"
+                export = f"{r['export_s']:.1f}" if r.get("export_s") else "-"
+                lines.append(f"| {label} | {r['system']} | {r['pairs_per_s']:.1f} | "
+                             f"{r['pairs_per_s'] / base['pairs_per_s']:.2f}x | {vs_peer} | {r['ndcg10']:.4f} | "
+                             f"{r['ndcg10'] - base['ndcg10']:+.4f} | {export} |")
+        lines.append("")
+    encode = results.get("encode", {})
+    if encode.get("rows"):
+        base = encode["rows"][0]
+        peer = next(r for r in encode["rows"] if r["system"].startswith("sentence-transformers"))
+        lines += [f"Encoding the first {encode['texts']:,} passages of the DL19 pool (zero-shot bi-encoder, "
+                  f"batch {args.batch_size}). `uptime` before: `{encode['uptime_before']}`.", "",
+                  "| system | texts/s | x rankkit torch | x sentence-transformers | cosine to torch fp32 (min / mean) |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for r in encode["rows"]:
+            lines.append(f"| {r['system']} | {r['texts_per_s']:.1f} | {r['texts_per_s'] / base['texts_per_s']:.2f}x | "
+                         f"{r['texts_per_s'] / peer['texts_per_s']:.2f}x | {r['cosine_min']:.4f} / "
+                         f"{r['cosine_mean']:.4f} |")
+        lines.append("")
+    lines += [f"Not measured: {PEER_NOT_RUNNABLE}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-inference")
+    parser.add_argument("--steps", type=harness.step_list(STEPS), default=list(STEPS))
+    parser.add_argument("--mono", type=Path, default=None, help="trained mono checkpoint (default: train one on DL20)")
+    parser.add_argument("--mono-steps", type=int, default=80, help="training steps of the DL20 mono")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op threads of every system")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=None, help="first N DL19 queries only (default: all 43)")
+    parser.add_argument("--encode-passages", type=int, default=1000)
+    args = parser.parse_args()
+    steps = Steps(args.output, prog="inference.py")
+    args.output = steps.out
+    steps.commands.append(shlex.join([sys.executable, *sys.argv]))
+    results_path = args.output / "results.json"
+    results = harness.load_results(results_path)
+    if args.mono is None:
+        args.mono = args.output / "ck" / "mono.cross"
+    todo: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+        "mono": lambda section: {"checkpoint": str(mono_step(args, steps))},
+        "rerank": lambda section: rerank_step(args, section),
+        "encode": lambda section: encode_step(args, section),
+    }
+    if "mono" in args.steps and args.mono != args.output / "ck" / "mono.cross":
+        args.steps = [s for s in args.steps if s != "mono"]
+    harness.run_steps(args.steps, todo, results, lambda: harness.save_json(results_path, results))
+    steps.write_commands(args.output / "commands.sh", f"bench/inference.py, {harness.machine()['date']}")
+    text = report(results, args)
+    harness.write_text(args.output / "results.md", text)
+    print(text)
+    json.dumps(results)  # results.json is written after every step by run_steps
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""``--backend``, ``--quantize``, ``--threads`` and ``--precision``: declared once, shared by the inference commands.
+
+``rerank``, ``explain``, ``index --kind dense`` and ``retrieve`` (query encoding) take them; the
+values become a :class:`rankkit.models.runtime.Runtime` (checked there, before any work).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from rankkit.cli.app import int_range
+
+PANEL = "Inference backend"
+
+
+def backend_option(default: Optional[str] = "torch") -> Any:
+    return typer.Option(default, "--backend", rich_help_panel=PANEL,
+                        help="torch, or onnx (ONNX Runtime on the CPU; exported once per checkpoint, checked "
+                             "against torch, cached).")
+
+
+def quantize_option(default: Optional[str] = "none") -> Any:
+    return typer.Option(default, "--quantize", rich_help_panel=PANEL,
+                        help="none, or int8 (with --backend onnx: dynamic int8 weights, per channel).")
+
+
+def precision_option(default: Optional[str] = "fp32") -> Any:
+    return typer.Option(default, "--precision", rich_help_panel=PANEL,
+                        help="fp32, or bf16 autocast (--backend torch; fp16: CUDA only).")
+
+
+def threads_option() -> Any:
+    return typer.Option(None, "--threads", rich_help_panel=PANEL, callback=int_range(1),
+                        help="Intra-op threads of torch and ONNX Runtime (default: torch's, the CPU cores).")
+
+
+def runtime_of(backend: Optional[str], quantize: Optional[str], threads: Optional[int], precision: Optional[str]) -> Any:
+    """The :class:`~rankkit.models.runtime.Runtime` of the given options (``None``: the default)."""
+    from rankkit.models.runtime import Runtime
+
+    return Runtime(backend or "torch", quantize or "none", threads, precision or "fp32")
+
+
+def device_for(device: Optional[str], runtime: Any) -> str:
+    """``--device auto`` means the CPU for ``--backend onnx`` (ONNX Runtime runs there)."""
+    if (device is None or device == "auto") and runtime.backend == "onnx":
+        return "cpu"
+    return device or "auto"

@@ -1,0 +1,543 @@
+"""Inference backends for a model's transformer encoder: torch (eager) or ONNX Runtime, fp32 or int8.
+
+``--backend onnx`` swaps each exportable encoder of a model (its :class:`EncoderSlot`) for an
+:class:`OrtEncoder` with the same call signature: a Hugging Face encoder keeps being called as
+``encoder(input_ids=..., attention_mask=..., token_type_ids=...)`` and answers with
+``last_hidden_state``; a network called ``network(input_ids, attention_mask)`` that returns text
+vectors (DenseTrans) keeps that call (an *export form* of it, the same computation written with
+traceable shapes, is what gets exported, and it is checked against the network itself).
+Everything around the encoder (tokenisation, pooling, heads such as MatRank's matrix or PARADE's
+aggregators, scoring) stays the model's own torch code, so the inference drivers
+(:mod:`rankkit.rerank`, :mod:`rankkit.dense`) do not change and the trainer is never involved.
+
+Exports:
+
+* built once per encoder weights: the key is a SHA-256 of the encoder's tensors, its structure
+  (transformers config or the model's settings) and :data:`EXPORT_VERSION`, so a changed
+  checkpoint gets a new export and an unchanged one reuses the old;
+* stored beside a writable rankkit checkpoint (``CHECKPOINT/onnx/``), else in the cache folder
+  (``$RANKKIT_CACHE_DIR`` or ``~/.cache/rankkit``, ``onnx/<key>/``), e.g. for the packaged MiniLM;
+* written atomically (a temporary file renamed into place after the check) with a JSON record
+  holding the file's SHA-256: a cached file that no longer matches it (truncated, edited) is
+  reported and rebuilt, never loaded;
+* checked when built: the fp32 export's outputs must equal torch's within :data:`TOLERANCE` on a
+  fixed probe batch (padded rows, both segments), else the command refuses with the difference;
+  the int8 export (``quantize_dynamic``, per-channel QInt8 weights, dynamic uint8 activations) is
+  compared with the fp32 one and its cosine logged.
+
+Exported with torch's TorchScript exporter (``dynamo=False``, opset 17) with dynamic batch and
+sequence axes; the encoder is wrapped so that its inputs are passed by keyword (transformers 5.x
+refuses positional ones) and the torch side is in eval mode for the export and the reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from rankkit.console import log
+from rankkit.devices import PRECISIONS, check_precision
+from rankkit.errors import RankkitError
+
+BACKENDS = ("torch", "onnx")
+QUANTIZATIONS = ("none", "int8")
+#: Bumped when the export procedure changes, so older cached exports are rebuilt.
+EXPORT_VERSION = 1
+OPSET = 17
+#: Largest absolute difference allowed between torch's and the fp32 export's outputs on the probe batch.
+TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a model runs at inference time (``--backend``, ``--quantize``, ``--threads``, ``--precision``)."""
+
+    backend: str = "torch"
+    quantize: str = "none"
+    threads: int | None = None
+    precision: str = "fp32"
+
+    def check(self, device: torch.device | None = None) -> None:
+        """Refuse a combination that cannot run (one line, before any work)."""
+        if self.backend not in BACKENDS:
+            raise RankkitError(f"unknown backend {self.backend!r}; use {' or '.join(BACKENDS)}")
+        if self.quantize not in QUANTIZATIONS:
+            raise RankkitError(f"unknown quantization {self.quantize!r}; use {' or '.join(QUANTIZATIONS)}")
+        if self.precision not in PRECISIONS:
+            raise RankkitError(f"unknown precision {self.precision!r}; use {', '.join(PRECISIONS)}")
+        if self.threads is not None and self.threads < 1:
+            raise RankkitError(f"--threads must be at least 1, got {self.threads}")
+        if self.quantize == "int8" and self.backend != "onnx":
+            raise RankkitError("--quantize int8 needs --backend onnx (ONNX Runtime's dynamic int8)")
+        if self.backend == "onnx":
+            if self.precision != "fp32":
+                raise RankkitError(f"--precision {self.precision} runs on --backend torch only; --backend onnx "
+                                   "runs fp32 (or --quantize int8)")
+            if device is not None and device.type != "cpu":
+                raise RankkitError("--backend onnx runs on the CPU; use --device cpu (or --backend torch on "
+                                   f"{device.type})")
+        elif device is not None:
+            check_precision(self.precision, device)
+
+    def describe(self) -> str:
+        """``onnx int8, 2 threads`` style summary for log lines."""
+        parts = [self.backend + (" int8" if self.quantize == "int8" else "")]
+        if self.backend == "torch" and self.precision != "fp32":
+            parts.append(self.precision)
+        if self.threads is not None:
+            parts.append(f"{self.threads} thread{'s' * (self.threads > 1)}")
+        return ", ".join(parts)
+
+
+@dataclass
+class EncoderSlot:
+    """One exportable encoder of a model: the module ``getattr(owner, attribute)``.
+
+    ``call``: ``"hf"``, a transformers encoder called by keyword (``input_ids``, ``attention_mask``,
+    ``token_type_ids``) whose ``.last_hidden_state`` ``[B, L, H]`` is read; ``"logits"``, a transformers
+    ``*ForSequenceClassification`` called the same way whose ``.logits`` ``[B, labels]`` is read (``mono``,
+    whose head is the classifier's own); or ``"vectors"``, a
+    network called ``module(input_ids, attention_mask)`` returning ``[B, D]``. ``inputs`` are the
+    graph's inputs, in order; ``structure`` identifies what the weights alone do not (a config, the
+    model's settings); ``max_length`` and ``vocab_size`` bound the probe batches; ``export_form``,
+    when given, is traced instead of the module (same weights, traceable shapes).
+    """
+
+    name: str
+    owner: nn.Module
+    attribute: str
+    inputs: tuple[str, ...]
+    structure: str
+    max_length: int
+    vocab_size: int
+    call: str = "hf"
+    export_form: nn.Module | None = None
+
+    @property
+    def module(self) -> nn.Module:
+        module = getattr(self.owner, self.attribute)
+        assert isinstance(module, nn.Module)
+        return module
+
+
+def hf_slot(owner: nn.Module, attribute: str = "encoder", name: str = "encoder") -> EncoderSlot:
+    """The slot of a transformers encoder held at ``owner.attribute`` (segment ids as an input when it has them)."""
+    encoder = getattr(owner, attribute)
+    config = encoder.config
+    inputs: tuple[str, ...] = ("input_ids", "attention_mask")
+    if int(getattr(config, "type_vocab_size", 0) or 0) > 0:
+        inputs += ("token_type_ids",)
+    # A model with a head (a sequence classifier) is exported whole: its base model is another module.
+    call = "logits" if getattr(encoder, "base_model", encoder) is not encoder else "hf"
+    return EncoderSlot(name, owner, attribute, inputs, config.to_json_string(use_diff=False),
+                       int(getattr(config, "max_position_embeddings", 512)), int(config.vocab_size), call=call)
+
+
+class OrtEncoder(nn.Module):
+    """An ONNX Runtime session standing in for an encoder module, with the module's call signature.
+
+    Holds no weights; a zero-size parameter keeps ``next(model.parameters())`` (the models' device
+    lookup) working for models whose only weights were the encoder's. Runs on the CPU.
+    """
+
+    def __init__(self, session: Any, slot: EncoderSlot, config: Any, label: str) -> None:
+        super().__init__()
+        self.session = session
+        self.call = slot.call
+        self.input_names = [i.name for i in session.get_inputs()]
+        self.config = config
+        self.label = label
+        self.placeholder = nn.Parameter(torch.empty(0), requires_grad=False)
+
+    def run(self, feeds: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The graph's single output for ``feeds`` (missing segment ids are zeros, as transformers does)."""
+        ids = feeds["input_ids"]
+        arrays = {}
+        for name in self.input_names:
+            value = feeds.get(name)
+            if value is None:
+                value = torch.zeros_like(ids)
+            arrays[name] = value.detach().cpu().numpy().astype(np.int64, copy=False)
+        (out,) = self.session.run(None, arrays)
+        return torch.from_numpy(out)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
+
+        if self.call == "vectors":
+            return self.run({**dict(zip(("input_ids", "attention_mask"), args)), **kwargs})
+        if args:
+            raise TypeError("OrtEncoder takes its inputs by keyword (input_ids=, attention_mask=, ...)")
+        feeds = {k: v for k, v in kwargs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        if self.call == "logits":
+            return SequenceClassifierOutput(logits=self.run(feeds))
+        return BaseModelOutput(last_hidden_state=self.run(feeds))
+
+    def extra_repr(self) -> str:
+        return self.label
+
+
+class _KeywordEncoder(nn.Module):
+    """Export wrapper: positional graph inputs passed on by keyword (transformers 5.x needs them so)."""
+
+    def __init__(self, module: nn.Module, slot: EncoderSlot) -> None:
+        super().__init__()
+        self.module = module
+        self.names = slot.inputs
+        self.call = slot.call
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self.call == "vectors":
+            vectors = self.module(*inputs)
+            assert isinstance(vectors, torch.Tensor)
+            return vectors
+        out = self.module(**dict(zip(self.names, inputs)), return_dict=True)
+        if self.call == "logits":
+            return out.logits  # type: ignore[no-any-return]
+        return out.last_hidden_state  # type: ignore[no-any-return]
+
+
+# -- cache ---------------------------------------------------------------------------------------
+
+def cache_root() -> Path:
+    """rankkit's cache folder: ``$RANKKIT_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``."""
+    explicit = os.environ.get("RANKKIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "rankkit"
+
+
+def weights_key(slot: EncoderSlot) -> str:
+    """SHA-256 (hex) of the encoder's tensors (names, dtypes, shapes, bytes), structure and export version."""
+    digest = hashlib.sha256(f"rankkit-onnx-{EXPORT_VERSION}\0{slot.call}\0{','.join(slot.inputs)}\0".encode())
+    digest.update(slot.structure.encode("utf-8"))
+    for name, tensor in sorted(slot.module.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def export_folder(checkpoint: str | os.PathLike[str] | None, key: str) -> Path:
+    """``CHECKPOINT/onnx`` for a writable rankkit checkpoint, else ``<cache>/onnx/<key[:16]>``."""
+    if checkpoint is not None:
+        folder = Path(checkpoint)
+        if (folder / "rankkit.json").is_file() and os.access(folder, os.W_OK):
+            return folder / "onnx"
+    return cache_root() / "onnx" / key[:16]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _temporary(folder: Path, suffix: str) -> Iterator[Path]:
+    """A temporary file name in ``folder`` (same file system as the final name), removed on any exit."""
+    fd, name = tempfile.mkstemp(prefix=".rankkit-tmp-onnx-", suffix=suffix, dir=folder)
+    os.close(fd)
+    path = Path(name)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+# -- export and checks ---------------------------------------------------------------------------
+
+#: Row lengths of the probe batches: the export is traced on the first and checked on both, so a
+#: shape baked into the graph (a batch size, a length) fails the check instead of a later run.
+PROBE_LENGTHS = ((24, 17, 9, 3), (11, 6))
+
+
+def probe_batch(slot: EncoderSlot, lengths: Sequence[int] = PROBE_LENGTHS[0]) -> dict[str, torch.Tensor]:
+    """A fixed batch of random token ids (right padding; segment 1 in each row's second half)."""
+    generator = torch.Generator().manual_seed(1234 + len(lengths))
+    lengths = [min(n, slot.max_length) for n in lengths]
+    width = max(lengths)
+    ids = torch.randint(1, max(2, slot.vocab_size), (len(lengths), width), generator=generator)
+    mask = torch.zeros_like(ids)
+    segments = torch.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+        segments[row, n // 2:n] = 1
+    ids = ids * mask
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in slot.inputs:
+        feeds["token_type_ids"] = segments
+    return feeds
+
+
+def _reference(slot: EncoderSlot, feeds: dict[str, torch.Tensor]) -> torch.Tensor:
+    module = slot.module
+    module.eval()  # dropout off: a reference taken in train mode differs from any export
+    with torch.inference_mode():
+        return _KeywordEncoder(module, slot)(*[feeds[n] for n in slot.inputs]).float()
+
+
+def _compare(reference: torch.Tensor, out: torch.Tensor, feeds: dict[str, torch.Tensor]) -> tuple[float, torch.Tensor]:
+    """Largest absolute difference on real tokens, and each row's cosine of pooled vectors."""
+    if reference.dim() == 2 and reference.shape[1] == 1:  # one logit per text: their agreement over the batch
+        return float((reference - out).abs().max()), torch.nn.functional.cosine_similarity(reference.T, out.T, dim=-1)
+    if reference.dim() == 2:  # text vectors
+        return float((reference - out).abs().max()), torch.nn.functional.cosine_similarity(reference, out, dim=-1)
+    mask = feeds["attention_mask"].unsqueeze(-1).to(reference.dtype)
+    diff = float(((reference - out).abs() * mask).max())
+    ref = (reference * mask).sum(1) / mask.sum(1)
+    got = (out * mask).sum(1) / mask.sum(1)
+    return diff, torch.nn.functional.cosine_similarity(ref, got, dim=-1)
+
+
+def check_against(slot: EncoderSlot, path: Path, reference_of: Any) -> tuple[float, torch.Tensor]:
+    """Largest difference and pooled cosines of the export at ``path`` against ``reference_of(feeds)``
+    over every probe batch; a graph that cannot run a probe shape is refused."""
+    worst, cosines = 0.0, []
+    for lengths in PROBE_LENGTHS:
+        feeds = probe_batch(slot, lengths)
+        try:
+            out = _run_probe(path, slot, feeds)
+        except Exception as err:
+            raise RankkitError(f"the ONNX export of {slot.name} fails on a batch of another shape "
+                               f"({' '.join(str(err).split())[:160]}); use --backend torch") from None
+        diff, cosine = _compare(reference_of(feeds), out, feeds)
+        worst = max(worst, diff) if diff == diff else float("nan")
+        cosines.append(cosine)
+    return worst, torch.cat(cosines)
+
+
+def export_onnx(slot: EncoderSlot, path: Path) -> None:
+    """Export ``slot``'s module (eval mode) to ``path`` with dynamic batch and sequence axes."""
+    module = slot.export_form if slot.export_form is not None else slot.module
+    was_training = module.training
+    module.eval()
+    feeds = probe_batch(slot)
+    dynamic = {name: {0: "batch", 1: "sequence"} for name in slot.inputs}
+    dynamic["output"] = {0: "batch"} if slot.call in ("vectors", "logits") else {0: "batch", 1: "sequence"}
+    try:
+        with torch.no_grad(), contextlib.redirect_stdout(None), _quiet_warnings():
+            torch.onnx.export(_KeywordEncoder(module, slot), tuple(feeds[n] for n in slot.inputs), str(path),
+                              input_names=list(slot.inputs), output_names=["output"], dynamic_axes=dynamic,
+                              opset_version=OPSET, do_constant_folding=True, dynamo=False)
+    except Exception as err:
+        raise RankkitError(f"cannot export {slot.name} to ONNX ({type(err).__name__}: "
+                           f"{' '.join(str(err).split())[:200]}); use --backend torch") from None
+    finally:
+        module.train(was_training)
+
+
+@contextlib.contextmanager
+def _quiet_warnings() -> Iterator[None]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def _quiet_logging() -> Iterator[None]:
+    """onnxruntime.quantization advises pre-processing through the root logger; rankkit's log says what matters."""
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def new_session(path: Path, threads: int | None) -> Any:
+    """An ONNX Runtime CPU session over ``path`` (all graph optimisations; ``threads`` intra-op threads)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = int(threads) if threads else torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: its warnings would break rankkit's one-line output
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def _run_probe(path: Path, slot: EncoderSlot, feeds: dict[str, torch.Tensor]) -> torch.Tensor:
+    session = new_session(path, 1)
+    (out,) = session.run(None, {n: feeds[n].numpy() for n in slot.inputs})
+    return torch.from_numpy(out).float()
+
+
+@dataclass
+class ExportRecord:
+    """What was checked when an export was built (stored beside it as JSON)."""
+
+    file: str
+    sha256: str
+    key: str
+    quantize: str
+    max_abs_diff: float  # fp32: against torch; int8: against the fp32 export
+    cosine_min: float
+    cosine_mean: float
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _names(slot: EncoderSlot, key: str, quantize: str) -> tuple[str, str]:
+    stem = f"{slot.name}-{key[:16]}.{'int8' if quantize == 'int8' else 'fp32'}"
+    return stem + ".onnx", stem + ".json"
+
+
+def _cached(folder: Path, slot: EncoderSlot, key: str, quantize: str) -> Path | None:
+    """The cached export when present and intact; a damaged one is reported and removed (rebuilt)."""
+    model_name, record_name = _names(slot, key, quantize)
+    path, record_path = folder / model_name, folder / record_name
+    if not path.exists() and not record_path.exists():
+        return None
+    problem = None
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        if record.get("key") != key:
+            problem = "its record names other weights"
+        elif not path.is_file():
+            problem = "the .onnx file is missing"
+        elif file_sha256(path) != record.get("sha256"):
+            problem = "its checksum does not match (truncated or changed)"
+    except (OSError, ValueError, AttributeError):
+        problem = "its record is missing or unreadable"
+    if problem is None:
+        return path
+    log(f"cached export {path} is damaged ({problem}); rebuilding it")
+    path.unlink(missing_ok=True)
+    record_path.unlink(missing_ok=True)
+    return None
+
+
+def _remove_stale(folder: Path, slot: EncoderSlot, key: str) -> None:
+    """Exports of this slot made from other weights (a re-trained checkpoint) are deleted."""
+    for old in folder.glob(f"{slot.name}-*.*"):
+        if old.name.startswith(f"{slot.name}-{key[:16]}."):
+            continue
+        if old.suffix in (".onnx", ".json"):
+            old.unlink(missing_ok=True)
+
+
+def _commit(tmp: Path, folder: Path, name: str, record: ExportRecord, record_name: str) -> Path:
+    """Move a checked export into place, then its record (the record's presence marks it complete)."""
+    final = folder / name
+    os.replace(tmp, final)
+    with _temporary(folder, ".json") as tmp_record:
+        tmp_record.write_text(json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp_record, folder / record_name)
+    return final
+
+
+def build_fp32(slot: EncoderSlot, folder: Path, key: str) -> Path:
+    """Export, check against torch within :data:`TOLERANCE` (refuse otherwise), store; returns the path."""
+    started = time.perf_counter()
+    name, record_name = _names(slot, key, "none")
+    with _temporary(folder, ".onnx") as tmp:
+        export_onnx(slot, tmp)
+        diff, cosine = check_against(slot, tmp, lambda feeds: _reference(slot, feeds))
+        if not diff <= TOLERANCE:
+            raise RankkitError(f"the ONNX export of {slot.name} differs from torch by {diff:.2e} (> {TOLERANCE:g}) "
+                               "on the probe batch; refusing it: use --backend torch")
+        record = ExportRecord(name, file_sha256(tmp), key, "none", diff, float(cosine.min()), float(cosine.mean()),
+                              time.perf_counter() - started)
+        path = _commit(tmp, folder, name, record, record_name)
+    log(f"exported {slot.name} to {path} (fp32; max difference to torch {diff:.1e} on the probe batch, "
+        f"{record.seconds:.1f} s)")
+    return path
+
+
+def build_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str) -> Path:
+    """Dynamic int8 (per-channel QInt8 weights) of the fp32 export; its cosine to fp32 is logged."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    started = time.perf_counter()
+    name, record_name = _names(slot, key, "int8")
+    with _temporary(folder, ".onnx") as tmp:
+        try:
+            with _quiet_warnings(), _quiet_logging():
+                quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
+        except Exception as err:
+            raise RankkitError(f"cannot quantize {fp32} to int8 ({type(err).__name__}: "
+                               f"{' '.join(str(err).split())[:200]}); use --quantize none") from None
+        diff, cosine = check_against(slot, tmp, lambda feeds: _run_probe(fp32, slot, feeds))
+        record = ExportRecord(name, file_sha256(tmp), key, "int8", diff, float(cosine.min()), float(cosine.mean()),
+                              time.perf_counter() - started)
+        path = _commit(tmp, folder, name, record, record_name)
+    log(f"quantized {slot.name} to int8 ({path}): pooled-vector cosine to fp32 min {record.cosine_min:.4f}, "
+        f"mean {record.cosine_mean:.4f} on the probe batch")
+    return path
+
+
+def prepare_export(slot: EncoderSlot, quantize: str, checkpoint: str | os.PathLike[str] | None) -> Path:
+    """The checked export of ``slot`` (fp32 or int8), built now or reused from the cache."""
+    key = weights_key(slot)
+    folder = export_folder(checkpoint, key)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RankkitError(f"cannot create the ONNX cache folder {folder}: {err.strerror or err} "
+                           "(set RANKKIT_CACHE_DIR to a writable folder)") from None
+    _remove_stale(folder, slot, key)
+    fp32 = _cached(folder, slot, key, "none")
+    if quantize == "none" and fp32 is not None:
+        return fp32
+    if quantize == "int8":
+        int8 = _cached(folder, slot, key, "int8")
+        if int8 is not None:
+            return int8
+    if fp32 is None:
+        fp32 = build_fp32(slot, folder, key)
+    return fp32 if quantize == "none" else build_int8(slot, fp32, folder, key)
+
+
+def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.PathLike[str] | None = None,
+                device: torch.device | None = None) -> list[Path]:
+    """Put ``model`` on ``runtime``: threads set, and with ``--backend onnx`` its encoders swapped for
+    checked ONNX Runtime sessions (built or reused). Returns the export files in use.
+
+    ``checkpoint`` is where the weights came from (exports are kept beside a writable rankkit
+    checkpoint). A model without an exportable encoder refuses ``--backend onnx`` in one line.
+    """
+    runtime.check(device)
+    if runtime.threads is not None:
+        torch.set_num_threads(runtime.threads)
+    if runtime.backend == "torch":
+        return []
+    slots: Sequence[EncoderSlot] = model.encoder_slots()  # type: ignore[operator]
+    model.eval()
+    used = []
+    for slot in slots:
+        module = slot.module
+        if isinstance(module, OrtEncoder):
+            raise RankkitError(f"{slot.name} already runs on ONNX Runtime")
+        path = prepare_export(slot, runtime.quantize, checkpoint)
+        config = getattr(module, "config", None)
+        setattr(slot.owner, slot.attribute, OrtEncoder(new_session(path, runtime.threads), slot, config, path.name))
+        used.append(path)
+    log(f"running {', '.join(s.name for s in slots)} on ONNX Runtime ({runtime.describe()}): "
+        + ", ".join(str(p) for p in used))
+    return used
+
+
+__all__ = ["BACKENDS", "EXPORT_VERSION", "QUANTIZATIONS", "TOLERANCE", "EncoderSlot", "OrtEncoder", "Runtime",
+           "cache_root", "export_folder", "hf_slot", "new_session", "prepare_export", "probe_batch", "use_runtime",
+           "weights_key"]

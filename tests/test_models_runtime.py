@@ -1,0 +1,187 @@
+"""Inference backends (:mod:`rankkit.models.runtime`): ONNX export round trips per model family, int8,
+the export cache (reuse, invalidation, damage), and the refusals."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from training_helpers import TOPICS, build_model, documents, tiny_backbone
+
+from rankkit.errors import RankkitError
+from rankkit.models import get_model_class
+from rankkit.models import runtime as rt
+from rankkit.models.checkpoint import load_for_inference, save_model
+from rankkit.models.runtime import Runtime, use_runtime
+
+QUERIES = [" ".join(t.split()[:2]) for t in TOPICS[:3]]
+CANDIDATES = [sorted(documents().values())[i::3][:7] for i in range(3)]
+DOC_CANDIDATES = [[" ".join([text] * 12) for text in texts[:4]] for texts in CANDIDATES]  # several windows each
+
+#: (model, settings, long documents?) for each family that runs on ONNX Runtime.
+FAMILIES = [
+    ("mono", {}, False),
+    ("mono", {"encoder": "bi"}, False),
+    ("matrank", {"hidden": 8}, False),
+    ("matrank-row", {"encoder": "bi"}, False),
+    ("maxp", {"window": 12, "stride": 10}, True),
+    ("firstp", {"window": 12}, True),
+    ("parade-transformer", {"window": 12, "stride": 10, "max_passages": 4}, True),
+    ("parade-cnn", {"window": 12, "stride": 10, "max_passages": 4}, True),
+    ("matrank-split", {"piece_length": 47, "hidden": 8}, True),  # 32 query + 3 special + 12 document tokens
+]
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_backbone(tmp_path_factory.mktemp("runtime") / "tiny", dropout=0.0)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("RANKKIT_CACHE_DIR", str(folder))
+    return folder
+
+
+def kendall(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Kendall's tau-a of two score lists (pairs ordered alike minus pairs ordered differently)."""
+    n = len(a)
+    signs = [float(torch.sign(a[i] - a[j]) * torch.sign(b[i] - b[j])) for i in range(n) for j in range(i + 1, n)]
+    return sum(signs) / max(1, len(signs))
+
+
+@pytest.mark.parametrize("name, settings, long", FAMILIES, ids=lambda v: v if isinstance(v, str) else "")
+def test_export_round_trip(backbone: Path, name: str, settings: dict[str, Any], long: bool,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    """fp32 on ONNX Runtime scores as torch does (within 1e-4); int8's ranking agreement is reported."""
+    cls = get_model_class(name)
+    torch.manual_seed(0)
+    model = build_model(cls, backbone, settings).eval()
+    candidates = DOC_CANDIDATES if long else CANDIDATES
+    reference = model.rerank_scores(QUERIES, candidates, batch_size=5)
+    fp32 = copy.deepcopy(model)
+    paths = use_runtime(fp32, Runtime("onnx"))
+    assert [p.suffixes[-2:] for p in paths] == [[".fp32", ".onnx"]]
+    got = fp32.rerank_scores(QUERIES, candidates, batch_size=5)
+    for ref, out in zip(reference, got):
+        assert out.shape == ref.shape
+        assert torch.allclose(out, ref, atol=1e-4, rtol=0), float((out - ref).abs().max())
+    int8 = copy.deepcopy(model)
+    use_runtime(int8, Runtime("onnx", "int8"))
+    quantized = int8.rerank_scores(QUERIES, candidates, batch_size=5)
+    taus = [kendall(ref, out) for ref, out in zip(reference, quantized)]
+    record = json.loads(next(Path(paths[0]).parent.glob("*.int8.json")).read_text(encoding="utf-8"))
+    with capsys.disabled():
+        print(f"\n{name} {settings}: int8 Kendall tau to torch per query {[round(t, 3) for t in taus]}, "
+              f"probe cosine to fp32 min {record['cosine_min']:.4f} mean {record['cosine_mean']:.4f}")
+    assert all(-1.0 <= t <= 1.0 for t in taus)
+    assert record["quantize"] == "int8" and record["cosine_mean"] > 0.9
+
+
+def test_bi_encoder_round_trip_and_zero_shot_cache(backbone: Path, cache: Path) -> None:
+    """RepBERT (a Hugging Face folder used zero-shot) encodes alike on both backends; the export sits
+    in the cache folder keyed by the weights, and the next load reuses it."""
+    model = load_for_inference("repbert", backbone)
+    texts = sorted(documents().values())[:9]
+    reference = model.encode(texts, is_query=False, batch_size=4)
+    first = load_for_inference("repbert", backbone)
+    (path,) = use_runtime(first, Runtime("onnx"), checkpoint=backbone)
+    assert path.parent.parent == cache / "onnx"
+    assert torch.allclose(first.encode(texts, is_query=False, batch_size=4), reference, atol=1e-4, rtol=0)
+    stamp = path.stat().st_mtime_ns
+    second = load_for_inference("repbert", backbone)
+    assert use_runtime(second, Runtime("onnx"), checkpoint=backbone) == [path]
+    assert path.stat().st_mtime_ns == stamp  # reused, not rebuilt
+
+
+def test_export_beside_checkpoint_rebuilt_when_weights_change(backbone: Path, tmp_path: Path,
+                                                               cache: Path) -> None:
+    mono = get_model_class("mono")
+    ck = save_model(build_model(mono, backbone), tmp_path / "ck", {})
+    (path,) = use_runtime(load_for_inference("mono", ck), Runtime("onnx"), checkpoint=ck)
+    assert path.parent == ck / "onnx" and not cache.exists()
+    assert use_runtime(load_for_inference("mono", ck), Runtime("onnx"), checkpoint=ck) == [path]
+    # "Re-train": other encoder weights saved into the same folder -> a new export, the old one removed.
+    changed = load_for_inference("mono", ck)
+    with torch.no_grad():
+        changed.pairs.encoder.base_model.embeddings.word_embeddings.weight.mul_(1.5)
+    save_model(changed, ck, {})
+    (new,) = use_runtime(load_for_inference("mono", ck), Runtime("onnx"), checkpoint=ck)
+    assert new != path and new.is_file() and not path.exists()
+    assert sorted(p.name for p in (ck / "onnx").iterdir()) == sorted([new.name, new.with_suffix(".json").name])
+
+
+def test_damaged_cached_export_is_rebuilt(backbone: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mono = get_model_class("mono")
+    model = build_model(mono, backbone).eval()
+    reference = model.rerank_scores(QUERIES, CANDIDATES)
+    (path,) = use_runtime(copy.deepcopy(model), Runtime("onnx"))
+    path.write_bytes(path.read_bytes()[:1000])  # truncated
+    capsys.readouterr()
+    again = copy.deepcopy(model)
+    assert use_runtime(again, Runtime("onnx")) == [path]
+    assert "is damaged" in capsys.readouterr().err
+    for ref, out in zip(reference, again.rerank_scores(QUERIES, CANDIDATES)):
+        assert torch.allclose(out, ref, atol=1e-4, rtol=0)
+
+
+def test_failed_check_refuses_and_leaves_nothing(backbone: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = build_model(get_model_class("mono"), backbone).eval()
+    monkeypatch.setattr(rt, "TOLERANCE", -1.0)  # any difference is too large
+    with pytest.raises(RankkitError, match="differs from torch by .* refusing it"):
+        use_runtime(model, Runtime("onnx"))
+    assert not [p for p in cache.rglob("*") if p.is_file()]
+    assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
+
+
+def test_set_encoder_refuses_onnx(backbone: Path) -> None:
+    model = build_model(get_model_class("set-encoder"), backbone)
+    with pytest.raises(RankkitError, match="set-encoder runs on --backend torch only"):
+        use_runtime(model, Runtime("onnx"))
+    use_runtime(model, Runtime("torch", threads=1))  # torch is always available
+
+
+@pytest.mark.parametrize("variant", ["densetrans", "no-top-dense", "no-dense", "concat"])
+def test_densetrans_round_trip(backbone: Path, variant: str) -> None:
+    """DenseTrans exports through its explicit-attention form, checked against the network itself."""
+    model = build_model(get_model_class("densetrans"), backbone,
+                        {"d_model": 24, "num_heads": 2, "num_layers": 2, "variant": variant}).eval()
+    texts = sorted(documents().values())[:9] + ["apple"]
+    reference = model.encode(texts, is_query=False, batch_size=4)
+    fp32 = copy.deepcopy(model)
+    use_runtime(fp32, Runtime("onnx"))
+    assert torch.allclose(fp32.encode(texts, is_query=False, batch_size=4), reference, atol=1e-4, rtol=0)
+    int8 = copy.deepcopy(model)
+    use_runtime(int8, Runtime("onnx", "int8"))
+    cosine = torch.nn.functional.cosine_similarity(int8.encode(texts, is_query=False, batch_size=4), reference)
+    assert float(cosine.min()) > 0.9
+
+
+@pytest.mark.parametrize("runtime, device, message", [
+    (Runtime("onnx", precision="bf16"), None, "--precision bf16 runs on --backend torch only"),
+    (Runtime("torch", "int8"), None, "--quantize int8 needs --backend onnx"),
+    (Runtime("onnx"), torch.device("cuda"), "--backend onnx runs on the CPU"),
+    (Runtime("tensorrt"), None, "unknown backend 'tensorrt'"),
+    (Runtime("onnx", "int4"), None, "unknown quantization 'int4'"),
+    (Runtime(threads=0), None, "--threads must be at least 1"),
+    (Runtime(precision="fp16"), torch.device("cpu"), "fp16 needs a CUDA device"),
+])
+def test_runtime_refusals(runtime: Runtime, device: torch.device | None, message: str) -> None:
+    with pytest.raises(RankkitError, match=message):
+        runtime.check(device)
+
+
+def test_bf16_torch_backend_scores_close_to_fp32(backbone: Path) -> None:
+    from rankkit.devices import autocast
+
+    model = build_model(get_model_class("mono"), backbone).eval()
+    reference = model.rerank_scores(QUERIES, CANDIDATES)
+    with autocast("bf16", torch.device("cpu")):
+        got = model.rerank_scores(QUERIES, CANDIDATES)
+    for ref, out in zip(reference, got):
+        assert out.dtype == torch.float64 and torch.allclose(out, ref, atol=0.05)
