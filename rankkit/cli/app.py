@@ -23,6 +23,24 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from rankkit import __version__
+
+        typer.echo(f"rankkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print rankkit's version and exit."),
+) -> None:
+    """Options of the rankkit command itself (before the subcommand)."""
+
+
 Check = Callable[[typer.CallbackParam, Any], Any]
 
 

@@ -16,7 +16,9 @@ from rankkit.errors import RankkitError
 @model_options_of("train", train_options, PANEL)
 def train_command(
     model: str = typer.Option(..., "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options)."),
-    train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape); repeatable."),
+    train: list[Path] = typer.Option(..., "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape) or MS MARCO triples (text, or qidpidtriples with --collection/--queries); repeatable."),
+    collection: Optional[Path] = typer.Option(None, "--collection", help="qidpidtriples --train files: passage texts (collection.tsv, any corpus, BEIR folder or irds:ID)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="qidpidtriples --train files: query texts (queries.train.tsv, any topics file or irds:ID)."),
     output: Path = typer.Option(..., "--output", "-o", help="Checkpoint folder to write."),
     backbone: Optional[Path] = typer.Option(None, "--backbone", help="Local Hugging Face folder (default: packaged all-MiniLM-L6-v2)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data (default: 1)."),
@@ -61,6 +63,7 @@ def train_command(
 
     options = model_settings(get_model_class(model), model_options, train_options())
     check_output_dir(output, "--output")
+    train = _resolve_triples(list(train), collection, queries)
     config = TrainConfig(
         model=model, train=list(train), output=output, backbone=backbone, epochs=epochs, max_steps=max_steps,
         batch_size=batch_size, group_size=group_size, grad_accum=grad_accum, lr=lr, warmup=warmup,
@@ -72,3 +75,21 @@ def train_command(
         model_options=options,
     )
     run_training(config)
+
+
+def _resolve_triples(train: list[Path], collection: Optional[Path], queries: Optional[Path]) -> list[Path]:
+    """qidpidtriples files become the groups they stand for (written once to the cache); others stay as given."""
+    from rankkit.formats.groups import is_id_triples_file
+
+    ids = [path for path in train if is_id_triples_file(path)]
+    if not ids:
+        if collection is not None or queries is not None:
+            raise RankkitError("--collection and --queries give the texts of qidpidtriples --train files; none was given")
+        return train
+    if collection is None or queries is None:
+        raise RankkitError(f"{ids[0]}: qidpidtriples (qid, pid, pid) need --collection COLLECTION and --queries QUERIES")
+    from rankkit.formats.sources import resolve_corpus
+    from rankkit.training.triples import materialize_id_triples
+
+    corpus = resolve_corpus(collection)
+    return [materialize_id_triples(path, corpus, queries) if path in ids else path for path in train]

@@ -205,16 +205,20 @@ def iter_mined_groups(
 
 def mine(
     run: PathLike,
-    qrels: PathLike,
-    topics: PathLike,
+    qrels: PathLike | Mapping[str, Mapping[str, int]],
+    topics: PathLike | Mapping[str, str],
     store: DocStore,
     output: PathLike,
     config: MineConfig = MineConfig(),
 ) -> MineReport:
-    """Mine training groups from ``run`` into ``output`` (JSONL); returns the counts."""
+    """Mine training groups from ``run`` into ``output`` (JSONL); returns the counts.
+
+    ``qrels`` and ``topics`` are files or already loaded mappings (the CLI loads them through
+    :mod:`rankkit.formats.sources`, so BEIR folders and ``irds:`` ids work too).
+    """
     config.check()
-    judged = read_qrels(qrels)
-    queries = read_topics(topics)
+    judged = qrels if isinstance(qrels, Mapping) else read_qrels(qrels)
+    queries = topics if isinstance(topics, Mapping) else read_topics(topics)
     report = MineReport()
     log(
         f"mining {config.negatives} {config.strategy} negatives per query from the top {config.depth} "
