@@ -45,8 +45,10 @@ Check = Callable[[typer.CallbackParam, Any], Any]
 
 
 def _name(param: typer.CallbackParam) -> str:
-    longest = max(param.opts, key=len) if param.opts else (param.name or "value")
-    return longest if longest.startswith("-") else longest.upper()
+    # The first long name is the option's own (--k, not its alias --hits; --output, not -o).
+    names = [o for o in param.opts if o.startswith("--")] or list(param.opts)
+    first = names[0] if names else (param.name or "value")
+    return first if first.startswith("-") else first.upper()
 
 
 def _fmt(value: float) -> str:

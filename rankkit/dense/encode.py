@@ -144,9 +144,10 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
             seen += len(docids)
             if chunk % count != index or (out / f"{chunk_name(chunk)}.npy").is_file():
                 continue
-            vectors = model.encode(texts or [], is_query=False, batch_size=batch_size)
+            # The bar moves per batch: a chunk (8,192 documents by default) takes minutes on a CPU.
+            vectors = model.encode(texts or [], is_query=False, batch_size=batch_size,
+                                   on_batch=lambda n: bar.update(task, advance=n))
             _write_chunk(out, chunk, docids, vectors)
-            bar.update(task, advance=len(docids))
         if seen != total_docs:
             raise InputError(corpus, None, f"changed while encoding ({seen} documents, expected {total_docs})")
     summary = EncodedChunks(Path(folder), model.dim, my_docs, total_chunks, total_docs, mine)

@@ -147,6 +147,18 @@ def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, floa
         yield current, sort_ranking(docs)
 
 
+def count_run_queries(path: PathLike) -> int:
+    """How many query blocks a run holds (a fast pass reading only the first column; for progress totals)."""
+    count = 0
+    previous: str | None = None
+    for _, text in iter_lines(path, skip_comments=True):
+        qid = text.split(None, 1)[0]
+        if qid != previous:
+            count += 1
+            previous = qid
+    return count
+
+
 def sort_ranking(docs: Mapping[str, float] | Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
     """Order ``(docid, score)`` pairs as trec_eval does: score descending, ties by docid descending."""
     items = docs.items() if isinstance(docs, Mapping) else docs

@@ -29,7 +29,7 @@ from rankkit.console import log, progress_bar
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_topics, write_run
-from rankkit.formats.runs import iter_run_queries
+from rankkit.formats.runs import count_run_queries, iter_run_queries
 from rankkit.models.base import RankingModel
 
 
@@ -102,7 +102,8 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
 
     def scored() -> Iterator[tuple[str, dict[str, float]]]:
         with progress_bar("q") as bar:
-            task = bar.add_task("re-ranking", total=None)
+            # The total costs one quick pass over the run; without it the bar shows 0/? and no ETA.
+            task = bar.add_task("re-ranking", total=count_run_queries(run))
             for chunk in chunks():
                 heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
                 wanted = sorted({d for h in heads for d in h})
