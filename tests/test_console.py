@@ -92,3 +92,16 @@ def test_bi_encoder_reports_each_batch(tmp_path: Path, monkeypatch: pytest.Monke
     corpus = write_corpus(tmp_path / "corpus.jsonl")  # 36 documents
     encode_module.encode_corpus(model, corpus, tmp_path / "index", manifest={"model": "repbert"}, batch_size=8)
     assert advances == [8, 8, 8, 8, 4]  # one update per batch within the single 8,192-document chunk
+
+
+def test_bm25_indexing_steps_have_totals(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    from _lexical_index import CORPUS, DOCUMENTS
+
+    from rankkit.lexical.index import build_bm25_index
+
+    monkeypatch.setenv("RANKKIT_HEARTBEAT", "0.001")
+    build_bm25_index(CORPUS, tmp_path / "index", threads=1)
+    err = capsys.readouterr().err
+    assert f"reading passages.tsv.gz: {DOCUMENTS:,}/{DOCUMENTS:,} doc (100.0%)" in err, err
+    assert re.search(rf"indexing \(Anserini\): [\d,]+/{DOCUMENTS:,} doc", err), err

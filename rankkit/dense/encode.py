@@ -27,7 +27,7 @@ import torch
 from rankkit.console import progress_bar
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, iter_corpus
-from rankkit.formats._files import open_text
+from rankkit.formats.corpus import count_documents
 from rankkit.models.base import BiEncoder
 
 EMBEDDINGS = "embeddings"
@@ -38,18 +38,6 @@ DEFAULT_CHUNK_SIZE = 8192
 
 def chunk_name(chunk: int) -> str:
     return f"chunk-{chunk:08d}"
-
-
-def count_documents(corpus: str | os.PathLike[str]) -> int:
-    """Non-blank lines of the corpus file (one document each), counted without parsing."""
-    count = 0
-    with open_text(corpus) as handle:
-        for line in handle:
-            if line.strip():
-                count += 1
-    if count == 0:
-        raise InputError(corpus, None, "file is empty")
-    return count
 
 
 def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
