@@ -60,6 +60,9 @@ def mine_command(
     Negatives are never judged relevant at any grade (rel > 0). Output is the JSONL `rankkit train` reads.
     When no group can be built (no query with a positive, topics and text), nothing is written and
     the exit code is 2.
+
+    With --triples, MS MARCO triples become groups instead (one per line): text triples as they are,
+    qidpidtriples with their texts from --collection/--corpus and --queries/--topics.
     """
     from rankkit.docstore import open_docstore
     from rankkit.formats.sources import load_qrels, load_topics, resolve_corpus
