@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from rankkit.console import log, progress_bar
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats._files import PathLike, atomic_write, user_cache_root
 from rankkit.formats.qrels import Qrels, read_qrels
@@ -183,11 +184,18 @@ def resolve_corpus(spec: PathLike) -> Path:
             return target
         dataset = _irds_dataset(spec, "docs")
         target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_write(target) as out:
+        try:
+            total = dataset.docs_count()
+        except Exception:  # noqa: BLE001 - a count is a nicety; some data sets compute it by fetching
+            total = None
+        log(f"writing the documents of {spec!s} once to {target}")
+        with atomic_write(target) as out, progress_bar("doc") as bar:
+            task = bar.add_task(f"{spec!s} documents", total=total)
             for doc in _irds_iter(spec, dataset.docs_iter()):
                 title, text = _doc_text(doc)
                 contents = f"{title} {text}".strip() if title else text
                 out.write(json.dumps({"id": str(doc.doc_id), "contents": contents}, ensure_ascii=False) + "\n")
+                bar.advance(task)
         return target
     path = Path(spec)
     if path.is_dir():
