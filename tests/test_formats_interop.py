@@ -71,6 +71,10 @@ def test_sgml_topic_errors(tmp_path: Path) -> None:
         read_topics(tsv, "narrative")
     with pytest.raises(RankkitError, match="--topic-field must be one of title, description, narrative"):
         read_topics(ROBUST04, "desc")
+    xml = tmp_path / "topics.xml"
+    xml.write_text('<topics>\n<topic number="1"><query>coronavirus origin</query></topic>\n</topics>\n')
+    with pytest.raises(InputError, match=r"topics.xml:1: markup that is not TREC SGML topics"):
+        read_topics(xml)
 
 
 # ------------------------------------------------------------------------------- MS MARCO runs

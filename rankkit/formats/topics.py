@@ -64,6 +64,9 @@ def _iter_numbered(path: PathLike, field: str | None = None) -> Iterator[tuple[i
             if line.strip().lower() == "<top>":
                 yield from _iter_sgml(path, number, lines, chosen)
                 return
+            if line.lstrip().startswith("<"):
+                raise InputError(path, number, "markup that is not TREC SGML topics (those start with a line "
+                                 "'<top>'); rankkit reads SGML topics, 'qid<TAB>text' TSV or JSONL")
             if chosen != "title":
                 raise InputError(path, None, f"--topic-field {chosen} needs TREC SGML topics (<top> ... <{_TAG_OF[chosen]}>); "
                                  "this file has one text per query")
