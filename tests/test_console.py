@@ -105,3 +105,34 @@ def test_bm25_indexing_steps_have_totals(monkeypatch: pytest.MonkeyPatch, capsys
     err = capsys.readouterr().err
     assert f"reading passages.tsv.gz: {DOCUMENTS:,}/{DOCUMENTS:,} doc (100.0%)" in err, err
     assert re.search(rf"indexing \(Anserini\): [\d,]+/{DOCUMENTS:,} doc", err), err
+
+
+
+def test_no_counting_pass_over_a_pipe(tmp_path: Path) -> None:
+    """A FIFO (``<(zcat run.gz)``) can be read once: the progress totals' counting pass is skipped for it."""
+    import os
+
+    fifo = tmp_path / "run.pipe"
+    os.mkfifo(fifo)
+    assert count_run_queries(fifo) is None  # returns without opening it (opening would block)
+
+
+def test_bm25_index_of_a_pipe_still_reads_it_once(tmp_path: Path) -> None:
+    """``rankkit index --corpus <(zcat corpus.gz)``: the reading step's total is skipped, not the documents."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from _lexical_index import CORPUS, DOCUMENTS
+
+    fifo = tmp_path / "corpus.pipe"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_bytes(CORPUS.read_bytes()), daemon=True).start()
+    code = ("from rankkit.lexical.index import build_bm25_index; import sys; "
+            "print(build_bm25_index(sys.argv[1], sys.argv[2], threads=1).indexed)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run([sys.executable, "-c", code, str(fifo), str(tmp_path / "index")], capture_output=True,
+                            text=True, timeout=180, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(DOCUMENTS)

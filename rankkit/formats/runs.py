@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from rankkit.errors import InputError
@@ -147,8 +148,13 @@ def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, floa
         yield current, sort_ranking(docs)
 
 
-def count_run_queries(path: PathLike) -> int:
-    """How many query blocks a run holds (a fast pass reading only the first column; for progress totals)."""
+def count_run_queries(path: PathLike) -> int | None:
+    """How many query blocks a run holds (a fast pass reading only the first column; for progress totals).
+
+    None for anything but a regular file: a pipe or FIFO (``--run <(zcat run.gz)``) can be read once only.
+    """
+    if not Path(path).is_file():
+        return None
     count = 0
     previous: str | None = None
     for _, text in iter_lines(path, skip_comments=True):

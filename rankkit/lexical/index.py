@@ -94,8 +94,9 @@ def convert_corpus(corpus: Path, collection_dir: Path, parts: int) -> int:
     count = 0
     try:
         with progress_bar("doc") as bar:
-            # One quick counting pass gives the reading step a total and an ETA too.
-            task = bar.add_task(f"reading {corpus.name}", total=count_documents(corpus))
+            # One quick counting pass gives the reading step a total and an ETA too (not for a pipe: read once).
+            total = count_documents(corpus) if corpus.is_file() else None
+            task = bar.add_task(f"reading {corpus.name}", total=total)
             for doc in iter_corpus(corpus):
                 outputs[count % parts].write(
                     json.dumps({"id": doc.docid, "contents": doc.contents}, ensure_ascii=False) + "\n"
