@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
             bench.rankkit(f"rerank {name}", ["rerank", "--model", model, "--checkpoint", checkpoint,
                                              "--run", out / "runs" / f"bm25.fold-{k}.run",
                                              "--topics", data / "folds" / f"fold-{k}.topics.tsv", "--index", index,
-                                             "--depth", args.depth, "--tag", name, *rerank_flags, "--output", test_run],
+                                             "--depth", args.depth, "--runtag", name, *rerank_flags, "--output", test_run],
                           [test_run])
         merged = out / "runs" / f"{name}.run"
         concatenate([out / "runs" / f"{name}.fold-{k}.run" for k in tests], merged)

@@ -175,7 +175,7 @@ def rerank(steps: Steps, label: str, model: str, checkpoint: Path, run: Path, to
            depth: int, output: Path) -> None:
     """``rankkit rerank`` of ``run`` into ``output`` (skipped when it exists)."""
     steps.rankkit(label, ["rerank", "--model", model, "--checkpoint", checkpoint, "--run", run, "--topics", topics,
-                          "--corpus", corpus, "--depth", depth, "--device", "cpu", "--tag", output.stem.split(".")[0],
+                          "--corpus", corpus, "--depth", depth, "--device", "cpu", "--runtag", output.stem.split(".")[0],
                           "--output", output], [output])
 
 

@@ -87,7 +87,7 @@ step "train MatRank on DL20 (--encoder bi: head over frozen MiniLM features, 5 e
 step "re-rank the fused run's top 100 with MatRank" "$out/matrank.alternate.run" -- \
   rankkit rerank --model matrank --checkpoint "$out/matrank.dl20" --run "$out/alternate.bm25+repbert.run" \
     --topics "$data/topics.dl19-passage.txt" --index "$out/index.dl19-pool" --depth 100 \
-    --tag matrank --output "$out/matrank.alternate.run" --device cpu
+    --runtag matrank --output "$out/matrank.alternate.run" --device cpu
 step "explain MatRank's preference matrix for query 1112341" "$out/explain.1112341.png" -- \
   rankkit explain --model matrank --checkpoint "$out/matrank.dl20" --run "$out/alternate.bm25+repbert.run" \
     --topics "$data/topics.dl19-passage.txt" --index "$out/index.dl19-pool" --qid 1112341 --depth 12 \

@@ -9,6 +9,9 @@ import tempfile
 # process (and CLI subprocess) starts its own pool of torch threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# No heartbeat lines (printed off a terminal every few seconds) in tests that compare stderr
+# line by line; tests/test_console.py turns it on where it is the subject.
+os.environ.setdefault("RANKKIT_HEARTBEAT", "0")
 # Docid tables go to the user cache by default; the tests keep theirs in a throw-away folder.
 os.environ.setdefault("RANKKIT_CACHE_DIR", tempfile.mkdtemp(prefix="rankkit-test-cache-"))
 

@@ -6,6 +6,9 @@ code 2: :class:`rankkit.errors.RankkitError`, usage errors (unknown option, valu
 and operating-system errors on a named file. SIGTERM and SIGHUP are raised as
 :class:`rankkit.errors.Terminated` (a ``KeyboardInterrupt``), so they clean up exactly as Ctrl-C.
 Set ``RANKKIT_DEBUG=1`` to get the traceback of an operating-system error instead.
+
+Only :func:`main` (the ``rankkit`` command) changes process-wide settings (:func:`command_settings`):
+importing any rankkit module leaves ``os.environ`` and other libraries' logging as they were.
 """
 
 from __future__ import annotations
@@ -108,10 +111,34 @@ def _usage_error(err: click_exceptions.ClickException) -> NoReturn:
     _fail(f"{message}{hint}", err.exit_code)
 
 
+#: Environment defaults of the ``rankkit`` command (a value the user set wins): the hub is never
+#: contacted (rankkit loads local folders only, and a lookup would hang offline), tokenizers do not
+#: fork thread pools, and transformers/huggingface_hub print no info lines or bars of their own
+#: between rankkit's progress lines.
+COMMAND_ENVIRONMENT: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
+
+
+def command_settings() -> None:
+    """The process-wide settings of the ``rankkit`` command, set before transformers is imported."""
+    for name, value in COMMAND_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:  # already imported (python -c, tests): its logging read the env too early
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``rankkit`` console script and ``python -m rankkit``."""
     code: Any = 0
     args = list(sys.argv[1:] if args is None else args)
+    command_settings()
     try:
         from rankkit.cli.model_options import setup_for
 

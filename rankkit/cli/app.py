@@ -23,12 +23,32 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from rankkit import __version__
+
+        typer.echo(f"rankkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print rankkit's version and exit."),
+) -> None:
+    """Options of the rankkit command itself (before the subcommand)."""
+
+
 Check = Callable[[typer.CallbackParam, Any], Any]
 
 
 def _name(param: typer.CallbackParam) -> str:
-    longest = max(param.opts, key=len) if param.opts else (param.name or "value")
-    return longest if longest.startswith("-") else longest.upper()
+    # The first long name is the option's own (--k, not its alias --hits; --output, not -o).
+    names = [o for o in param.opts if o.startswith("--")] or list(param.opts)
+    first = names[0] if names else (param.name or "value")
+    return first if first.startswith("-") else first.upper()
 
 
 def _fmt(value: float) -> str:

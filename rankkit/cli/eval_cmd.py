@@ -33,7 +33,8 @@ def eval_command(
     measures: Optional[list[str]] = typer.Option(
         None, "--measure", "-m",
         help="Measure, repeatable: ir_measures syntax (nDCG@10, RR(rel=2)@10, AP, R@1000, P@20, ERR@20, "
-        "Judged@10) or trec_eval names (ndcg_cut.10, recip_rank, map, P.20, recall.100, ndcg_cut.10,100). "
+        "Judged@10) or trec_eval names (ndcg_cut.10, recip_rank, map, P.20, recall.100, ndcg_cut.10,100), "
+        "or trec_eval's groups official / all_trec. "
         "Default: nDCG@10, RR@10, AP, R@1000.",
     ),
     per_query: bool = typer.Option(
@@ -80,13 +81,17 @@ def eval_command(
 
     from rankkit.console import log, warn
     from rankkit.evaluation.evaluate import curve_cutoffs, evaluate, read_inputs, recall_curves, warn_left_out
-    from rankkit.evaluation.measures import parse_measures
+    from rankkit.evaluation.measures import expand_groups, parse_measures
     from rankkit.evaluation.report import render
     from rankkit.formats import atomic_write
     from rankkit.formats._files import check_outputs
 
     # Measures and plot preconditions are checked before any (possibly large) file is read.
     specs = parse_measures(measures, rel_level=rel_level)
+    _, left_out = expand_groups(measures or [])
+    if left_out:
+        warn(f"-m official/all_trec: {len(left_out)} trec_eval measures have no ir_measures counterpart and are left out: "
+             f"{', '.join(left_out)} (docs/EVALUATION.md)")
     caveats = [spec.caveat for spec in specs if spec.caveat]
     if caveats:
         warn(caveats[0] + (f" (and {len(caveats) - 1} more such measures)" if len(caveats) > 1 else ""))

@@ -25,7 +25,8 @@ def explain_command(
     model: str = typer.Option("matrank", "--model", help="matrank or matrank-row."),
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder written by rankkit train."),
     run: Path = typer.Option(..., "--run", help="Run holding the query's candidates."),
-    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
+    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
+    topic_field: Optional[str] = typer.Option(None, "--topic-field", help="TREC topics: title (default), description or narrative."),
     qid: str = typer.Option(..., "--qid", help="The query to explain."),
     output: Path = typer.Option(..., "--output", "-o", help="Figure to write (.png, .pdf or .svg)."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
@@ -62,8 +63,12 @@ def explain_command(
     ranker = load_for_inference(model, checkpoint)
     ranker.to(chosen)
     use_runtime(ranker, runtime, checkpoint=checkpoint, device=chosen)
+    from rankkit.formats.sources import load_topics, resolve_corpus
+
+    queries = load_topics(topics, topic_field)
+    corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index) as store:
-        expl = explain_query(ranker, run, topics, store, qid, depth=depth,  # type: ignore[arg-type]
+        expl = explain_query(ranker, run, queries, store, qid, depth=depth,  # type: ignore[arg-type]
                              precision=runtime.precision)
     plot_explanation(expl, output)
     table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)

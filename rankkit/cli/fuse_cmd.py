@@ -32,7 +32,7 @@ def fuse_command(
         ..., "--method", "-m", help=f"Fusion method: {', '.join(FUSION_METHODS)}."),
     depth: Optional[int] = typer.Option(
         None, "--depth", help="Read each input's top DEPTH (trec_eval order); default all.", callback=int_range(1)),
-    k: int = typer.Option(1000, "--k", help="Documents kept per query in the output.", callback=int_range(1)),
+    k: int = typer.Option(1000, "--k", "--hits", help="Documents kept per query in the output.", callback=int_range(1)),
     runtag: Optional[str] = typer.Option(
         None, "--runtag", help="Run tag of the output (default fuse-METHOD)."),
     rrf_k: Optional[float] = typer.Option(

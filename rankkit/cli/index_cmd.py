@@ -126,7 +126,7 @@ def index_command(
     corpus: Optional[Path] = typer.Option(
         None,
         "--corpus",
-        help="Corpus: JSONL (id/contents, BEIR _id/title/text) or TSV (id, tab, text); .gz ok.",
+        help="Corpus: JSONL (id/contents, BEIR _id/title/text) or TSV (id, tab, text), .gz ok; a BEIR folder; irds:ID.",
         show_default=False,
     ),
     index: Path = typer.Option(..., "--index", help="Index directory to create (with --merge: the joined index)."),
@@ -231,6 +231,9 @@ def index_command(
     check_output_dir(index, "--index")
     chosen = INDEX_KINDS.get(kind)
     options = INDEX_KINDS.given_options(chosen, {"docvectors": docvectors, **dense})
+    from rankkit.formats.sources import resolve_corpus
+
+    corpus = resolve_corpus(corpus)
     chosen.run(IndexRequest(corpus, index, threads, force, options))
 
 

@@ -19,13 +19,22 @@ STRATEGIES: tuple[str, ...] = ("random", "top")
 
 @app.command("mine")
 def mine_command(
-    run: Path = typer.Option(..., "--run", help="First-stage run to draw negatives from (e.g. BM25)."),
-    qrels: Path = typer.Option(..., "--qrels", help="Judgments: positives are rel >= --min-rel."),
-    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
+    run: Optional[Path] = typer.Option(None, "--run", help="First-stage run to draw negatives from (e.g. BM25)."),
+    qrels: Optional[Path] = typer.Option(
+        None, "--qrels", help="Judgments: positives are rel >= --min-rel (TREC or BEIR qrels, BEIR folder, irds:ID)."),
+    topics: Optional[Path] = typer.Option(
+        None, "--topics", "--queries", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
+    topic_field: Optional[str] = typer.Option(
+        None, "--topic-field", help="TREC topics: title (default), description or narrative."),
+    triples: Optional[Path] = typer.Option(
+        None, "--triples",
+        help="Instead of --run/--qrels: MS MARCO triples to turn into groups, as text (query, positive, negative) "
+        "or qidpidtriples (qid, pid, pid; texts from --corpus/--collection and --topics/--queries)."),
     output: Path = typer.Option(
         ..., "--output", "-o", help="Training groups to write (JSONL; .gz compresses)."
     ),
-    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
+    corpus: Optional[Path] = typer.Option(
+        None, "--corpus", "--collection", help="Passage texts from this corpus (file, BEIR folder or irds:ID)..."),
     index: Optional[Path] = typer.Option(
         None, "--index", help="...or from this BM25 index's stored raw text."
     ),
@@ -51,9 +60,19 @@ def mine_command(
     Negatives are never judged relevant at any grade (rel > 0). Output is the JSONL `rankkit train` reads.
     When no group can be built (no query with a positive, topics and text), nothing is written and
     the exit code is 2.
+
+    With --triples, MS MARCO triples become groups instead (one per line): text triples as they are,
+    qidpidtriples with their texts from --collection/--corpus and --queries/--topics.
     """
     from rankkit.docstore import open_docstore
+    from rankkit.formats.sources import load_qrels, load_topics, resolve_corpus
     from rankkit.training.mine import MineConfig, mine
+
+    if triples is not None:
+        _mine_triples(triples, run, qrels, topics, topic_field, corpus, index, cache_dir, output)
+        return
+    if run is None or qrels is None or topics is None:
+        raise RankkitError("give --run RUN, --qrels QRELS and --topics TOPICS (or --triples TRIPLES)")
 
     config = MineConfig(
         depth=depth,
@@ -72,10 +91,37 @@ def mine_command(
         [("--output", output)],
         [("--run", run), ("--qrels", qrels), ("--topics", topics), ("--corpus", corpus), ("--index", index)],
     )
-    for path in (run, qrels, topics):  # before building a (possibly slow) docid table
-        open_binary(path).close()
+    open_binary(run).close()  # before building a (possibly slow) docid table
+    judged = load_qrels(qrels)
+    queries = load_topics(topics, topic_field)
+    corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
-        report = mine(run, qrels, topics, store, output, config)
+        report = mine(run, judged, queries, store, output, config)
     for line in report.lines(negatives):
         log(line)
     log(f"wrote {output}")
+
+
+def _mine_triples(triples: Path, run: Optional[Path], qrels: Optional[Path], topics: Optional[Path], topic_field: Optional[str],
+                  corpus: Optional[Path], index: Optional[Path], cache_dir: Optional[Path], output: Path) -> None:
+    """``--triples``: MS MARCO triples (text or qidpidtriples) written as rankkit training groups."""
+    from rankkit.docstore import open_docstore
+    from rankkit.formats.groups import is_id_triples_file, iter_groups, write_groups
+    from rankkit.formats.sources import load_topics, resolve_corpus
+    from rankkit.training.triples import groups_from_id_triples
+
+    if run is not None or qrels is not None:
+        raise RankkitError("--triples replaces --run and --qrels (the triples name the positive and the negative)")
+    check_outputs([("--output", output)], [("--triples", triples), ("--topics", topics), ("--corpus", corpus)])
+    if not is_id_triples_file(triples):
+        written = write_groups(output, iter_groups(triples))
+        log(f"wrote {written:,} groups (one per text triple) to {output}")
+        return
+    if (corpus is None) == (index is None) or topics is None:
+        raise RankkitError("qidpidtriples hold ids: give the query texts with --topics/--queries and the passage texts "
+                           "with --corpus/--collection CORPUS or --index DIR")
+    queries = load_topics(topics, topic_field)
+    corpus = resolve_corpus(corpus) if corpus is not None else None
+    with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
+        written = write_groups(output, groups_from_id_triples(triples, store, queries))
+    log(f"wrote {written:,} groups (one per qidpidtriple) to {output}")

@@ -28,9 +28,10 @@ def rerank_command(
         None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
     ),
     run: Path = typer.Option(..., "--run", help="First-stage run to re-rank."),
-    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
+    topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
+    topic_field: Optional[str] = typer.Option(None, "--topic-field", help="TREC topics: title (default), description or narrative."),
     output: Path = typer.Option(..., "--output", "-o", help="Re-ranked run to write."),
-    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus (file, BEIR folder or irds:ID)..."),
     index: Optional[Path] = typer.Option(None, "--index", help="...or from this BM25 index's stored raw text."),
     cache_dir: Optional[Path] = typer.Option(
         None, "--cache-dir", help="Where the corpus's docid table is cached [default: beside the corpus]."
@@ -41,7 +42,8 @@ def rerank_command(
         None, "--max-length", help="Tokens per input: the whole pair (cross-encoders) or the passage (bi-encoders)."
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    tag: Optional[str] = typer.Option(None, "--tag", help="Run tag [rankkit-MODEL]."),
+    runtag: Optional[str] = typer.Option(None, "--runtag", help="Run tag (last column) [rankkit-MODEL]."),
+    tag: Optional[str] = typer.Option(None, "--tag", hidden=True, help="Old name of --runtag."),
     backend: str = backend_option(),
     quantize: str = quantize_option(),
     threads: Optional[int] = threads_option(),
@@ -64,7 +66,11 @@ def rerank_command(
         raise RankkitError("--cache-dir applies to --corpus only")
     if depth < 1:
         raise RankkitError(f"--depth must be at least 1, got {depth}")
+    if tag is not None and runtag is not None and tag != runtag:
+        raise RankkitError("--tag is the old name of --runtag: give one of them")
+    runtag = runtag if runtag is not None else tag
     from rankkit.formats._files import check_outputs
+    from rankkit.formats.sources import load_topics, resolve_corpus
 
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
@@ -79,6 +85,8 @@ def rerank_command(
     for name, value in overrides.items():
         ranker.override(name, value)
     use_runtime(ranker, runtime, checkpoint=checkpoint, device=chosen)
+    queries = load_topics(topics, topic_field)
+    corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
-        rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
-                   max_length=max_length, device=chosen, tag=tag, precision=runtime.precision)
+        rerank_run(ranker, run, queries, store, output, depth=depth, batch_size=batch_size,
+                   max_length=max_length, device=chosen, tag=runtag, precision=runtime.precision)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Union
 
 import typer
 
@@ -26,7 +26,7 @@ class RetrieveRequest:
     """Options every model shares, plus the model-specific ones that were given (by option name)."""
 
     index: Path
-    topics: Path
+    topics: Union[Path, Mapping[str, str]]  # the CLI passes the loaded {qid: text}
     output: Path
     k: int
     threads: Optional[int]
@@ -127,9 +127,12 @@ def _retrieve_densetrans(request: RetrieveRequest) -> None:
 def retrieve_command(
     model: str = typer.Option("bm25", "--model", help=f"Retrieval model: {', '.join(RETRIEVERS.names())}."),
     index: Path = typer.Option(..., "--index", help="Index directory built by `rankkit index`."),
-    topics: Path = typer.Option(..., "--topics", help="Queries: TSV (qid, tab, text) or JSONL."),
+    topics: Path = typer.Option(
+        ..., "--topics", help="Queries: TSV (qid, tab, text), JSONL, TREC SGML topics, a BEIR folder or irds:ID."),
+    topic_field: Optional[str] = typer.Option(
+        None, "--topic-field", help="TREC topics: title (default), description or narrative."),
     output: Path = typer.Option(..., "--output", "-o", help="Run file to write (.gz compresses)."),
-    k: int = typer.Option(1000, "--k", help="Documents retrieved per query.", callback=int_range(1)),
+    k: int = typer.Option(1000, "--k", "--hits", help="Documents retrieved per query (--hits: Pyserini's name).", callback=int_range(1)),
     threads: Optional[int] = typer.Option(
         None, "--threads", help="Search threads (default: CPU cores); dense: also query encoding's.",
         callback=int_range(1)),
@@ -218,4 +221,7 @@ def retrieve_command(
     )
     # Before searching: the run must be writable and must not replace the topics.
     check_outputs([("--output", output)], [("--topics", topics), ("--index", index)])
-    chosen.run(RetrieveRequest(index, topics, output, k, threads, runtag, remove_query, options))
+    from rankkit.formats.sources import load_topics
+
+    queries = load_topics(topics, topic_field)
+    chosen.run(RetrieveRequest(index, queries, output, k, threads, runtag, remove_query, options))

@@ -28,7 +28,7 @@ def validate_command(
     split queries, empty file, and with --qrels queries without judgments.
     Prints one line per problem (file:line: severity: message [kind]) and a summary on stdout.
     Exit 0 when clean (info allowed), 1 when anything is wrong (also with --fix: it describes RUN),
-    2 when RUN or QRELS cannot be read.
+    2 when RUN or QRELS cannot be read, or when --fix would write an empty run (it refuses).
     --fix drops malformed and non-finite lines, keeps the best score of duplicates, re-sorts and
     re-ranks 1..n, keeping the run tag.
     """

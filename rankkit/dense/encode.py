@@ -28,7 +28,7 @@ from rankkit.console import progress_bar
 from rankkit.devices import autocast
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, iter_corpus
-from rankkit.formats._files import open_text
+from rankkit.formats.corpus import count_documents
 from rankkit.models.base import BiEncoder
 
 EMBEDDINGS = "embeddings"
@@ -39,18 +39,6 @@ DEFAULT_CHUNK_SIZE = 8192
 
 def chunk_name(chunk: int) -> str:
     return f"chunk-{chunk:08d}"
-
-
-def count_documents(corpus: str | os.PathLike[str]) -> int:
-    """Non-blank lines of the corpus file (one document each), counted without parsing."""
-    count = 0
-    with open_text(corpus) as handle:
-        for line in handle:
-            if line.strip():
-                count += 1
-    if count == 0:
-        raise InputError(corpus, None, "file is empty")
-    return count
 
 
 def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
@@ -146,10 +134,11 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
             seen += len(docids)
             if chunk % count != index or (out / f"{chunk_name(chunk)}.npy").is_file():
                 continue
+            # The bar moves per batch: a chunk (8,192 documents by default) takes minutes on a CPU.
             with autocast(precision, model.device):
-                vectors = model.encode(texts or [], is_query=False, batch_size=batch_size)
+                vectors = model.encode(texts or [], is_query=False, batch_size=batch_size,
+                                       on_batch=lambda n: bar.update(task, advance=n))
             _write_chunk(out, chunk, docids, vectors)
-            bar.update(task, advance=len(docids))
         if seen != total_docs:
             raise InputError(corpus, None, f"changed while encoding ({seen} documents, expected {total_docs})")
     summary = EncodedChunks(Path(folder), model.dim, my_docs, total_chunks, total_docs, mine)

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import faiss
 import numpy as np
 
-from rankkit.console import log
+from rankkit.console import log, progress_bar
 from rankkit.dense import encode as enc
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
@@ -121,10 +121,12 @@ def build_from_chunks(sources: Sequence[tuple[Path, int]], out: Path, *, dim: in
         index = new_index(dim, faiss_kind, nlist, pq_m, pq_bits)
     out.mkdir(parents=True, exist_ok=True)
     added = 0
-    with atomic_write(out / DOCIDS) as handle:
+    with atomic_write(out / DOCIDS) as handle, progress_bar("vec") as bar:
+        task = bar.add_task(f"adding to faiss ({faiss_kind})", total=total)
         for docids, vectors in _iter_vectors(sources):
             for start in range(0, vectors.shape[0], ADD_BATCH):
                 index.add(np.ascontiguousarray(vectors[start:start + ADD_BATCH], dtype=np.float32))
+                bar.advance(task, min(ADD_BATCH, vectors.shape[0] - start))
             handle.write("".join(d + "\n" for d in docids))
             added += len(docids)
     if added != total:

@@ -37,7 +37,7 @@ from rankkit.console import log, progress_bar
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError, docid_hash
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats._files import (
-    UTF8_BOM, decode_line, is_gzip_file, iter_raw_lines, remove_tree, staging_dir, temporary_path,
+    UTF8_BOM, decode_line, is_gzip_file, iter_raw_lines, remove_tree, staging_dir, temporary_path, user_cache_root,
 )
 from rankkit.formats.corpus import Document, is_jsonl_corpus, parse_json_document, parse_tsv_document
 
@@ -46,15 +46,6 @@ TABLE_VERSION = 1
 SUFFIX = ".rkoffsets"
 
 Parser = Callable[[str | os.PathLike[str], int, str], Document]
-
-
-def user_cache_root() -> Path:
-    """rankkit's cache folder: ``$RANKKIT_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``."""
-    explicit = os.environ.get("RANKKIT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rankkit"
 
 
 def _cache_key(corpus: Path) -> str:

@@ -23,7 +23,8 @@ import numpy as np
 from rankkit.errors import RankkitError
 from rankkit.evaluation.measures import MIN_GEO_MEAN, MeasureSpec, parse_measures
 from rankkit.formats._files import PathLike
-from rankkit.formats.qrels import Qrels, read_qrels
+from rankkit.formats.qrels import Qrels
+from rankkit.formats.sources import load_qrels
 from rankkit.formats.runs import Run, read_run, sort_ranking
 
 
@@ -260,7 +261,7 @@ def read_inputs(qrels_path: PathLike, run_paths: Sequence[PathLike]) -> tuple[Qr
     for name in names:
         if names.count(name) > 1:
             raise RankkitError(f"run {name} is given twice")
-    qrels = read_qrels(qrels_path)
+    qrels = load_qrels(qrels_path)  # a file, a BEIR folder or irds:ID
     runs: dict[str, Run] = {}
     with progress_bar("run", transient=True) as bar:
         task = bar.add_task("reading runs", total=len(names))

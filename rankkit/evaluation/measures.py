@@ -165,6 +165,43 @@ TREC_UNSUPPORTED: dict[str, str] = {
     "unj": "the unjudged fraction has no ir_measures counterpart (Judged@k is its complement)",
 }
 
+#: trec_eval's measure groups for ``-m``, in trec_eval's output order: ``official`` is what trec_eval
+#: prints without ``-m``, ``all_trec`` every measure of trec_eval 9/10 (trec_eval's ``-m all_trec``;
+#: checked against its own test outputs out.test and out.test.a).
+TREC_GROUPS: dict[str, tuple[str, ...]] = {
+    "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+                 "recip_rank", "iprec_at_recall", "P"),
+    "all_trec": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+                 "recip_rank", "iprec_at_recall", "P", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility",
+                 "11pt_avg", "binG", "G", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P",
+                 "success", "set_P", "set_relative_P", "set_recall", "set_map", "set_F", "num_nonrel_judged_ret",
+                 "rbp", "rbp_resid", "unj"),
+}
+
+
+def expand_groups(names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """``-m`` values with ``official``/``all_trec`` replaced by their measures, as trec_eval expands them.
+
+    Returns ``(names, left out)``: a group's measures that rankkit cannot compute
+    (:data:`TREC_UNSUPPORTED`; ``runid`` is the run's name, shown anyway) are left out of the group
+    and named in the second list, so a report can say so; given alone they stay errors.
+    """
+    out: list[str] = []
+    left_out: list[str] = []
+    for name in names:
+        group = TREC_GROUPS.get(name.strip())
+        if group is None:
+            out.append(name)
+            continue
+        for base in group:
+            if base in TREC_UNSUPPORTED:
+                if base != "runid" and base not in left_out:
+                    left_out.append(base)
+            else:
+                out.append(base)
+    return out, left_out
+
+
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
@@ -298,8 +335,11 @@ def parse_measure(spec: str, *, rel_level: int | None = None) -> list[MeasureSpe
 
 
 def parse_measures(specs: Iterable[str] | None, *, rel_level: int | None = None) -> list[MeasureSpec]:
-    """Parse every ``-m`` value (default: :data:`DEFAULT_MEASURES`); repeated labels are kept once."""
-    names = list(specs) if specs else list(DEFAULT_MEASURES)
+    """Parse every ``-m`` value (default: :data:`DEFAULT_MEASURES`); repeated labels are kept once.
+
+    ``official`` and ``all_trec`` expand as in trec_eval (see :func:`expand_groups`).
+    """
+    names, _ = expand_groups(list(specs) if specs else list(DEFAULT_MEASURES))
     out: list[MeasureSpec] = []
     seen: set[str] = set()
     for name in names:

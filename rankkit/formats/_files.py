@@ -59,6 +59,15 @@ STALE_AFTER_SECONDS = 3600.0
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
+def user_cache_root() -> Path:
+    """rankkit's cache folder: ``$RANKKIT_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``."""
+    explicit = os.environ.get("RANKKIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rankkit"
+
+
 # --------------------------------------------------------------------------------------- reading
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.formats._files import PathLike, atomic_write, iter_lines, open_text, parse_json_object
 
 ID_KEYS = ("id", "_id", "docid", "doc_id", "pid")
 
@@ -63,6 +63,18 @@ def parse_tsv_document(path: PathLike, number: int, line: str) -> Document:
     if not tab or not docid.strip():
         raise InputError(path, number, "expected 'id<TAB>text'")
     return Document(docid.strip(), text, "", number)
+
+
+def count_documents(corpus: PathLike) -> int:
+    """Non-blank lines of the corpus file (one document each), counted without parsing (progress totals)."""
+    count = 0
+    with open_text(corpus) as handle:
+        for line in handle:
+            if line.strip():
+                count += 1
+    if count == 0:
+        raise InputError(corpus, None, "file is empty")
+    return count
 
 
 def iter_corpus(path: PathLike) -> Iterator[Document]:

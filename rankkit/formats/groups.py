@@ -8,6 +8,12 @@ rankkit's own shape (what ``rankkit mine`` writes and ``rankkit train`` reads)::
 
 FlagEmbedding's ``{"query": str, "pos": [str], "neg": [str]}`` is read too: the qid becomes
 ``line<N>`` and docids are derived from the text, so the same passage keeps one id across lines.
+
+MS MARCO's text triples (``query<TAB>positive<TAB>negative``, ``triples.train.small.tsv``) are read
+as one group per line the same way. MS MARCO's ``qidpidtriples`` (``qid<TAB>pid<TAB>pid``: three
+fields without spaces) hold ids only: :func:`iter_id_triples` reads them, and the texts come from a
+collection and queries (``rankkit train --collection --queries``, ``rankkit mine --triples``).
+The shape is read from the first line: ``{`` is JSONL, 3 tab-separated fields are triples.
 """
 
 from __future__ import annotations
@@ -98,10 +104,64 @@ def parse_group(path: PathLike, number: int, line: str) -> TrainingGroup:
     return TrainingGroup(qid, query, pos, neg)
 
 
-def iter_groups(path: PathLike) -> Iterator[TrainingGroup]:
-    """Stream the training groups of a JSONL file."""
+def _triple(path: PathLike, number: int, line: str) -> list[str]:
+    fields = line.split("\t")
+    if len(fields) != 3 or not all(field.strip() for field in fields):
+        raise InputError(path, number, f"expected 3 tab-separated fields (MS MARCO triples), found {len(fields)}")
+    return [field.strip() for field in fields]
+
+
+def is_id_triple(fields: list[str]) -> bool:
+    """``qid pid pid`` (qidpidtriples) rather than texts: no field holds a space."""
+    return not any(any(ch.isspace() for ch in field) for field in fields)
+
+
+def _shape(path: PathLike, number: int, line: str) -> str:
+    if line.lstrip().startswith("{"):
+        return "jsonl"
+    if line.count("\t") == 2:
+        return "ids" if is_id_triple(_triple(path, number, line)) else "text"
+    raise InputError(path, number, "expected a JSON object per line (training groups) or 3 tab-separated fields "
+                     "(MS MARCO triples: query, positive, negative; or qidpidtriples: qid, pid, pid)")
+
+
+def parse_text_triple(path: PathLike, number: int, line: str) -> TrainingGroup:
+    """One ``query<TAB>positive<TAB>negative`` line as a group (qid ``line<N>``, docids from the text)."""
+    query, positive, negative = _triple(path, number, line)
+    return TrainingGroup(f"line{number}", query, [Passage(text_docid(positive), positive, 1)],
+                         [Passage(text_docid(negative), negative, 0)])
+
+
+def is_id_triples_file(path: PathLike) -> bool:
+    """True when the first line of ``path`` is a ``qid<TAB>pid<TAB>pid`` triple (needs a collection and queries)."""
+    number, line = next(iter_lines(path))
+    return _shape(path, number, line) == "ids"
+
+
+def iter_id_triples(path: PathLike) -> Iterator[tuple[int, str, str, str]]:
+    """``(line, qid, positive pid, negative pid)`` of a qidpidtriples file."""
     for number, line in iter_lines(path):
-        yield parse_group(path, number, line)
+        fields = _triple(path, number, line)
+        if not is_id_triple(fields):
+            raise InputError(path, number, "expected 'qid<TAB>pid<TAB>pid' (ids without spaces) as on the first line")
+        yield number, fields[0], fields[1], fields[2]
+
+
+def iter_groups(path: PathLike) -> Iterator[TrainingGroup]:
+    """Stream the training groups of a JSONL file or of MS MARCO text triples."""
+    shape: str | None = None
+    for number, line in iter_lines(path):
+        if shape is None:
+            shape = _shape(path, number, line)
+            if shape == "ids":
+                raise InputError(path, number, "qidpidtriples (qid, pid, pid) hold ids only: give the texts with "
+                                 "--collection COLLECTION --queries QUERIES (rankkit train) or use rankkit mine --triples")
+        if shape == "jsonl":
+            yield parse_group(path, number, line)
+        else:
+            if line.lstrip().startswith("{"):
+                raise InputError(path, number, "a JSON line in a file of MS MARCO triples")
+            yield parse_text_triple(path, number, line)
 
 
 def read_groups(path: PathLike) -> list[TrainingGroup]:

@@ -3,12 +3,18 @@
 A run in memory is ``dict[qid, dict[docid, score]]`` (the ir_measures / pytrec_eval shape), with
 queries in the order they first appear. Every run rankkit writes goes through :func:`write_run`,
 which sorts the trec_eval way (score descending, ties by docid descending) and numbers ranks 1..n.
+
+MS MARCO's 3-column runs (``qid<TAB>docid<TAB>rank``, the leaderboard format) are read too, told
+apart by their column count on the first line: each line gets the score ``1/rank`` (so the trec_eval
+order is the rank order) and the tag ``msmarco``. One file holds one shape; a line of the other
+shape is an error.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from rankkit.errors import InputError
@@ -29,11 +35,30 @@ class RunLine:
     line: int
 
 
-def parse_run_line(path: PathLike, number: int, text: str) -> RunLine:
-    """Parse one run line or raise ``InputError`` naming file, line and problem."""
+#: The tag given to the lines of a 3-column MS MARCO run.
+MSMARCO_TAG = "msmarco"
+_SHAPES = {6: "6 columns 'qid Q0 docid rank score tag'", 3: "3 columns 'qid docid rank' (MS MARCO run)"}
+
+
+def parse_run_line(path: PathLike, number: int, text: str, columns: int | None = None) -> RunLine:
+    """Parse one run line or raise ``InputError`` naming file, line and problem.
+
+    ``columns`` is the file's shape (6: TREC, 3: MS MARCO), fixed by its first line; None accepts either.
+    """
     fields = text.split()
-    if len(fields) != 6:
-        raise InputError(path, number, f"expected 6 columns 'qid Q0 docid rank score tag', found {len(fields)}")
+    if len(fields) not in _SHAPES or (columns is not None and len(fields) != columns):
+        expected = _SHAPES[columns] if columns is not None else f"{_SHAPES[6]} (or {_SHAPES[3]})"
+        where = " as on the first line" if columns is not None else ""
+        raise InputError(path, number, f"expected {expected}{where}, found {len(fields)}")
+    if len(fields) == 3:
+        qid, docid, rank_text = fields
+        try:
+            rank = int(rank_text)
+        except ValueError:
+            raise InputError(path, number, f"rank {rank_text!r} of a 3-column MS MARCO run is not an integer") from None
+        if rank < 1:
+            raise InputError(path, number, f"rank {rank} of a 3-column MS MARCO run must be at least 1")
+        return RunLine(qid, docid, rank, 1.0 / rank, MSMARCO_TAG, number)
     qid, _, docid, rank_text, score_text, tag = fields
     try:
         rank = int(rank_text)
@@ -48,8 +73,11 @@ def parse_run_line(path: PathLike, number: int, text: str) -> RunLine:
 
 def iter_run_lines(path: PathLike) -> Iterator[RunLine]:
     """Stream the lines of a run file as :class:`RunLine` (no duplicate or finiteness checks)."""
+    columns: int | None = None
     for number, text in iter_lines(path, skip_comments=True):
-        yield parse_run_line(path, number, text)
+        row = parse_run_line(path, number, text, columns)
+        columns = columns or len(text.split())
+        yield row
 
 
 def read_run(path: PathLike, *, depth: int | None = None) -> Run:
@@ -60,14 +88,21 @@ def read_run(path: PathLike, *, depth: int | None = None) -> Run:
     run: Run = {}
     isfinite = math.isfinite
     # The hot loop parses inline (no RunLine objects): runs can hold millions of lines.
+    columns = 0
     for number, text in iter_lines(path, skip_comments=True):
         fields = text.split()
+        if not columns:
+            columns = 3 if len(fields) == 3 else 6
         try:
-            qid, _, docid, rank_text, score_text, _tag = fields
-            int(rank_text)
-            score = float(score_text)
+            if columns == 3:
+                row = parse_run_line(path, number, text, 3)
+                qid, docid, score = row.qid, row.docid, row.score
+            else:
+                qid, _, docid, rank_text, score_text, _tag = fields
+                int(rank_text)
+                score = float(score_text)
         except ValueError:
-            row = parse_run_line(path, number, text)  # raises the precise error
+            row = parse_run_line(path, number, text, columns)  # raises the precise error
             raise AssertionError(f"unreachable: {row}") from None
         if not isfinite(score):
             raise InputError(path, number, f"score {score} is not finite")
@@ -111,6 +146,23 @@ def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, floa
         docs[row.docid] = row.score
     if current is not None:
         yield current, sort_ranking(docs)
+
+
+def count_run_queries(path: PathLike) -> int | None:
+    """How many query blocks a run holds (a fast pass reading only the first column; for progress totals).
+
+    None for anything but a regular file: a pipe or FIFO (``--run <(zcat run.gz)``) can be read once only.
+    """
+    if not Path(path).is_file():
+        return None
+    count = 0
+    previous: str | None = None
+    for _, text in iter_lines(path, skip_comments=True):
+        qid = text.split(None, 1)[0]
+        if qid != previous:
+            count += 1
+            previous = qid
+    return count
 
 
 def sort_ranking(docs: Mapping[str, float] | Iterable[tuple[str, float]]) -> list[tuple[str, float]]:

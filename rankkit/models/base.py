@@ -274,10 +274,12 @@ class BiEncoder(RankingModel):
         return out
 
     @torch.inference_mode()
-    def encode(self, texts: Sequence[str], *, is_query: bool, batch_size: int = 64) -> torch.Tensor:
+    def encode(self, texts: Sequence[str], *, is_query: bool, batch_size: int = 64,
+               on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
         """Vectors of ``texts`` (CPU, float32, input order), batched longest-first to cut padding.
 
-        Puts the model in eval mode (no dropout).
+        Puts the model in eval mode (no dropout). ``on_batch(n)`` is called after each batch of
+        ``n`` texts (progress bars).
         """
         self.eval()
         ids = self.tokenize(texts, is_query=is_query)
@@ -289,6 +291,8 @@ class BiEncoder(RankingModel):
             feats = self.features([ids[i] for i in rows], is_query=is_query)
             vectors = self.embed({k: v.to(device) for k, v in feats.items()}, is_query=is_query)
             out[torch.tensor(rows, dtype=torch.long)] = vectors.float().cpu()
+            if on_batch is not None:
+                on_batch(len(rows))
         return out
 
 

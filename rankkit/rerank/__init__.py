@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import torch
 
@@ -30,7 +30,7 @@ from rankkit.devices import autocast
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_topics, write_run
-from rankkit.formats.runs import iter_run_queries
+from rankkit.formats.runs import count_run_queries, iter_run_queries
 from rankkit.models.base import RankingModel
 
 
@@ -57,13 +57,13 @@ def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, flo
     return docs
 
 
-def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str],
+def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
                store: DocStore, output: str | os.PathLike[str], *, depth: int = 100, batch_size: int = 32,
                max_length: int | None = None, device: torch.device | str = "cpu", tag: str | None = None,
                chunk_pairs: int = 1024, precision: str = "fp32") -> RerankReport:
     """Re-rank each query's top ``depth`` candidates of ``run`` with ``model``; write ``output``.
 
-    ``topics`` gives the query texts (every run query needs one), ``store`` the passage texts.
+    ``topics`` gives the query texts (a file or ``{qid: text}``; every run query needs one), ``store`` the passage texts.
     ``max_length`` overrides the model's input length (whole pair for cross-encoders, passage for
     bi-encoders). ``precision`` ``bf16`` runs the model under autocast (:func:`rankkit.devices.autocast`).
     The output is written atomically, streaming: a failure leaves no file.
@@ -75,9 +75,11 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
     if batch_size < 1:
         raise RankkitError(f"--batch-size must be at least 1, got {batch_size}")
     for path in (run, topics):
+        if isinstance(path, Mapping):
+            continue
         if not Path(path).is_file():
             raise InputError(path, None, "is a directory, expected a file" if Path(path).is_dir() else "no such file")
-    texts_of = read_topics(topics)
+    texts_of = topics if isinstance(topics, Mapping) else read_topics(topics)
     if max_length is not None:
         model.set_max_length(max_length)
     model.to(device)
@@ -103,7 +105,8 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
 
     def scored() -> Iterator[tuple[str, dict[str, float]]]:
         with progress_bar("q") as bar:
-            task = bar.add_task("re-ranking", total=None)
+            # The total costs one quick pass over the run; without it the bar shows 0/? and no ETA.
+            task = bar.add_task("re-ranking", total=count_run_queries(run))
             for chunk in chunks():
                 heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
                 wanted = sorted({d for h in heads for d in h})

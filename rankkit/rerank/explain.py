@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import torch
 
@@ -44,8 +45,9 @@ class Explanation:
 
 
 @torch.inference_mode()
-def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.PathLike[str], store: DocStore,
-                  qid: str, *, depth: int = 20, batch_size: int = 32, precision: str = "fp32") -> Explanation:
+def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
+                  store: DocStore, qid: str, *, depth: int = 20, batch_size: int = 32,
+                  precision: str = "fp32") -> Explanation:
     """S, r, c, beta, omega and the vote of ``qid``'s top ``depth`` candidates of ``run``
     (``precision`` ``bf16``: under autocast)."""
     if not isinstance(model, MatRank):
@@ -53,11 +55,11 @@ def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.
     if depth < 2:
         raise RankkitError(f"--depth must be at least 2 to show a matrix, got {depth}")
     for path in (run, topics):
-        if not Path(path).is_file():
+        if not isinstance(path, Mapping) and not Path(path).is_file():
             raise InputError(path, None, "no such file")
-    texts_of = read_topics(topics)
+    texts_of = topics if isinstance(topics, Mapping) else read_topics(topics)
     if qid not in texts_of:
-        raise RankkitError(f"query {qid!r} has no text in {topics}")
+        raise RankkitError(f"query {qid!r} has no text in {'the topics' if isinstance(topics, Mapping) else topics}")
     ranking = next((r for q, r in iter_run_queries(run) if q == qid), None)
     if ranking is None:
         raise RankkitError(f"query {qid!r} is not in {run}")

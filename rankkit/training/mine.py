@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Mapping
+from typing import Callable, Iterator, Literal, Mapping
 
-from rankkit.console import log, warn
+from rankkit.console import log, progress_bar, warn
 from rankkit.docstore import DocStore
 from rankkit.errors import RankkitError
 from rankkit.formats._files import PathLike
 from rankkit.formats.groups import Passage, TrainingGroup, write_groups
 from rankkit.formats.qrels import read_qrels
-from rankkit.formats.runs import iter_run_queries
+from rankkit.formats.runs import count_run_queries, iter_run_queries
 from rankkit.formats.topics import read_topics
 
 Strategy = Literal["random", "top"]
@@ -160,11 +160,17 @@ def iter_mined_groups(
     store: DocStore,
     config: MineConfig,
     report: MineReport,
+    on_query: Callable[[], None] | None = None,
 ) -> Iterator[TrainingGroup]:
-    """Stream one training group per usable query of ``run`` (see the module docstring)."""
+    """Stream one training group per usable query of ``run`` (see the module docstring).
+
+    ``on_query()`` is called as each query of the run is reached (progress bars).
+    """
     config.check()
     seen: set[str] = set()
     for qid, ranking in iter_run_queries(run):
+        if on_query is not None:
+            on_query()
         seen.add(qid)
         judged = qrels.get(qid, {})
         positives = sorted(
@@ -205,22 +211,29 @@ def iter_mined_groups(
 
 def mine(
     run: PathLike,
-    qrels: PathLike,
-    topics: PathLike,
+    qrels: PathLike | Mapping[str, Mapping[str, int]],
+    topics: PathLike | Mapping[str, str],
     store: DocStore,
     output: PathLike,
     config: MineConfig = MineConfig(),
 ) -> MineReport:
-    """Mine training groups from ``run`` into ``output`` (JSONL); returns the counts."""
+    """Mine training groups from ``run`` into ``output`` (JSONL); returns the counts.
+
+    ``qrels`` and ``topics`` are files or already loaded mappings (the CLI loads them through
+    :mod:`rankkit.formats.sources`, so BEIR folders and ``irds:`` ids work too).
+    """
     config.check()
-    judged = read_qrels(qrels)
-    queries = read_topics(topics)
+    judged = qrels if isinstance(qrels, Mapping) else read_qrels(qrels)
+    queries = topics if isinstance(topics, Mapping) else read_topics(topics)
     report = MineReport()
     log(
         f"mining {config.negatives} {config.strategy} negatives per query from the top {config.depth} "
         f"(skipping the first {config.skip_top}) of {run}; positives: rel >= {config.min_rel}"
     )
-    write_groups(output, _at_least_one(iter_mined_groups(run, judged, queries, store, config, report), report, run))
+    with progress_bar("q") as bar:
+        task = bar.add_task("mining", total=count_run_queries(run))
+        groups = iter_mined_groups(run, judged, queries, store, config, report, on_query=lambda: bar.advance(task))
+        write_groups(output, _at_least_one(groups, report, run))
     for what, docids in (
         ("judged positives", report.missing_positive_text),
         ("run candidates", report.missing_candidate_text),
