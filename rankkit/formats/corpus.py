@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines, open_text, parse_json_object
+from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
 
 ID_KEYS = ("id", "_id", "docid", "doc_id", "pid")
 
@@ -66,15 +66,11 @@ def parse_tsv_document(path: PathLike, number: int, line: str) -> Document:
 
 
 def count_documents(corpus: PathLike) -> int:
-    """Non-blank lines of the corpus file (one document each), counted without parsing (progress totals)."""
-    count = 0
-    with open_text(corpus) as handle:
-        for line in handle:
-            if line.strip():
-                count += 1
-    if count == 0:
-        raise InputError(corpus, None, "file is empty")
-    return count
+    """Non-blank lines of the corpus file (one document each), counted without parsing (progress totals).
+
+    Read as every reader reads (:func:`iter_lines`), so bytes that are not UTF-8 are reported with
+    their line here too, and an empty file is an error."""
+    return sum(1 for _ in iter_lines(corpus))
 
 
 def iter_corpus(path: PathLike) -> Iterator[Document]:
