@@ -99,3 +99,32 @@ def test_cli_refuses_fp16_on_cpu_and_unknown_precision(cli: Any, data: dict[str,
     assert result.code == 2 and "unknown precision 'int4'" in result.stderr
     result = cli(*common, "--output", tmp_path / "c", "--precision", "bf16")
     assert result.code == 0, result.stderr
+
+
+def test_loss_scaling_path_resumes_exactly(data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fp16's GradScaler path (scale, unscale before clipping, skipped steps, state in optimizer.pt),
+    run on the CPU: fp16 autocast is CUDA-only, so the forward runs under bf16 autocast here while the
+    trainer takes its fp16 branch (torch's GradScaler works on CPU tensors)."""
+    from rankkit import devices
+    from rankkit.training import loop
+
+    monkeypatch.setattr(loop, "check_precision", lambda precision, device: None)
+    monkeypatch.setattr(loop, "autocast", lambda precision, device: devices.autocast("bf16", device))
+    full = tmp_path / "full"
+    train(config(data, "mono", full, train=[data["more"]], max_steps=4, save_every=2, precision="fp16"))
+    optim = torch.load(full / "checkpoints" / "step-00000002" / "optimizer.pt", weights_only=True)
+    assert optim["scaler"]["scale"] > 0
+    cut = tmp_path / "cut"
+
+    def crash(info: StepInfo) -> None:
+        if info.step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config(data, "mono", cut, train=[data["more"]], max_steps=4, save_every=2, precision="fp16"),
+              callbacks=[crash])
+    train(config(data, "mono", cut, train=[data["more"]], max_steps=4, save_every=2, precision="fp16", resume=True))
+    assert log_losses(cut) == pytest.approx(log_losses(full), rel=1e-6)
+    assert all(map(torch.isfinite, torch.tensor(log_losses(full))))
+    weights = load_file(str(full / "model.safetensors"))
+    assert {v.dtype for v in weights.values() if v.is_floating_point()} == {torch.float32}
