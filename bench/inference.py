@@ -19,7 +19,8 @@ same weights and inputs: ``SentenceTransformer(backend="torch")`` (the same Mini
 ``CrossEncoder(backend="torch")`` on the mono's weights written as a ``BertForSequenceClassification``
 folder (its pooler set to ``0.001 I``, the classifier to ``1000 w``, so that ``tanh(0.001 h) * 1000 w``
 = mono's ``w . h`` to ~1e-5 relative: same encoder, same scores). Pairs/s = pairs / wall seconds of
-the scoring call (model loading and the one-time ONNX export excluded; the export time is listed),
+the scoring call (model loading and the one-time ONNX export excluded; ``set-up s`` is the
+backend's set-up: hashing the weights, export and check or cache lookup, session creation),
 DL19 nDCG@10 of each run (rankkit's evaluation; DL19 is only evaluated).
 
 ``encode``: texts/s encoding the first ``--encode-passages`` passages of the DL19 pool (batch
@@ -173,8 +174,9 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
     qids, queries, docids, passages = dl19_candidates(args.depth, args.queries)
     pairs = sum(len(p) for p in passages)
     parts = chunks([len(p) for p in passages])
-    rows: list[dict[str, Any]] = []
-    uptime = os.popen("uptime").read().strip()
+    # Rows of models not measured this time are kept (the models can be measured in separate runs).
+    rows: list[dict[str, Any]] = [r for r in section.get("rows", []) if r["model"] not in args.models]
+    uptimes: dict[str, Any] = {k: v for k, v in section.get("uptime", {}).items() if k not in args.models}
 
     def record(model: str, system: str, scores: list[list[float]], seconds: float, **extra: Any) -> None:
         row = {"model": model, "system": system, "pairs": pairs, "seconds": seconds,
@@ -184,6 +186,9 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
               file=sys.stderr, flush=True)
 
     for model_name, checkpoint in (("bi", None), ("mono", args.mono)):
+        if model_name not in args.models:
+            continue
+        before = os.popen("uptime").read().strip()
         name = "repbert" if model_name == "bi" else "mono"
         for backend in BACKENDS:
             model, export_s = rankkit_model(name, checkpoint, backend, args.threads)
@@ -240,8 +245,9 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
 
             scores, seconds = timed(ce_score)
             record(model_name, "sentence-transformers CrossEncoder torch", scores, seconds)
-    return {"rows": rows, "pairs": pairs, "queries": len(qids), "uptime_before": uptime,
-            "uptime_after": os.popen("uptime").read().strip(), "machine": harness.machine(torch_threads=True)}
+        uptimes[model_name] = [before, os.popen("uptime").read().strip()]
+    return {"rows": rows, "pairs": pairs, "queries": len(qids), "uptime": uptimes,
+            "machine": harness.machine(torch_threads=True)}
 
 
 def encode_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
@@ -318,9 +324,9 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     rerank = results.get("rerank", {})
     if rerank.get("rows"):
         lines += [f"Re-ranking DL19's BM25 top-{args.depth} ({rerank['queries']} queries, {rerank['pairs']:,} pairs, "
-                  f"batch {args.batch_size}, chunks of ~1024 pairs as `rankkit rerank`). `uptime` before: "
-                  f"`{rerank['uptime_before']}`; after: `{rerank['uptime_after']}`.", "",
-                  "| model | system | pairs/s | x rankkit torch | x sentence-transformers | nDCG@10 | Δ nDCG@10 | export s |",
+                  f"batch {args.batch_size}, chunks of ~1024 pairs as `rankkit rerank`). `uptime` before / after: "
+                  + "; ".join(f"{m}: `{b}` / `{a}`" for m, (b, a) in sorted(rerank.get("uptime", {}).items())) + ".", "",
+                  "| model | system | pairs/s | x rankkit torch | x sentence-transformers | nDCG@10 | Δ nDCG@10 | set-up s |",
                   "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for model in ("bi", "mono"):
             mine = [r for r in rerank["rows"] if r["model"] == model]
@@ -359,6 +365,8 @@ def main() -> None:
     parser.add_argument("--steps", type=harness.step_list(STEPS), default=list(STEPS))
     parser.add_argument("--mono", type=Path, default=None, help="trained mono checkpoint (default: train one on DL20)")
     parser.add_argument("--mono-steps", type=int, default=80, help="training steps of the DL20 mono")
+    parser.add_argument("--models", type=lambda t: [m for m in t.split(",") if m], default=["bi", "mono"],
+                        help="rerank step: bi and/or mono")
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads of every system")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--depth", type=int, default=100)

@@ -66,16 +66,6 @@ def test_rerank_refusals_are_one_line(cli: Any, data: dict[str, Path], tmp_path:
     assert not (tmp_path / "out.run").exists()
 
 
-def test_set_encoder_refuses_onnx(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
-    from rankkit.models.cross_encoders.set_encoder import SetEncoder
-
-    ck = save_model(build_model(SetEncoder, data["backbone"]), tmp_path / "set", {})
-    result = cli("rerank", "--model", "set-encoder", "--checkpoint", ck, "--run", data["run"], "--topics",
-                 data["topics"], "--corpus", data["corpus"], "--output", tmp_path / "o.run", "--backend", "onnx")
-    assert result.code == 2 and result.stderr.count("\n") == 1
-    assert "set-encoder runs on --backend torch only" in result.stderr
-
-
 def test_explain_on_onnx(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
     outs = {}
     for backend in ("torch", "onnx"):

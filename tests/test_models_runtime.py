@@ -33,6 +33,7 @@ FAMILIES = [
     ("parade-transformer", {"window": 12, "stride": 10, "max_passages": 4}, True),
     ("parade-cnn", {"window": 12, "stride": 10, "max_passages": 4}, True),
     ("matrank-split", {"piece_length": 47, "hidden": 8}, True),  # 32 query + 3 special + 12 document tokens
+    ("set-encoder", {}, False),
 ]
 
 
@@ -139,11 +140,30 @@ def test_failed_check_refuses_and_leaves_nothing(backbone: Path, cache: Path, mo
     assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
 
 
-def test_set_encoder_refuses_onnx(backbone: Path) -> None:
-    model = build_model(get_model_class("set-encoder"), backbone)
-    with pytest.raises(RankkitError, match="set-encoder runs on --backend torch only"):
-        use_runtime(model, Runtime("onnx"))
-    use_runtime(model, Runtime("torch", threads=1))  # torch is always available
+def test_a_model_without_encoder_slots_refuses_onnx(backbone: Path) -> None:
+    from rankkit.models.base import RankingModel
+
+    class Plain(RankingModel):  # a plug-in that declares no exportable encoder
+        name = "plain"
+
+        def __init__(self) -> None:
+            super().__init__(get_model_class("mono").config_class())
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        for_training = load = save = prepare = forward = None  # type: ignore[assignment]
+
+    with pytest.raises(RankkitError, match="model 'plain' runs on --backend torch only"):
+        use_runtime(Plain(), Runtime("onnx"))
+    use_runtime(Plain(), Runtime("torch", threads=1))  # torch is always available
+
+
+def test_set_encoder_scores_stay_permutation_invariant_on_onnx(backbone: Path) -> None:
+    model = build_model(get_model_class("set-encoder"), backbone).eval()
+    use_runtime(model, Runtime("onnx"))
+    texts = CANDIDATES[0]
+    order = [3, 0, 6, 1, 5, 2, 4]
+    (a,), (b,) = model.rerank_scores(QUERIES[:1], [texts]), model.rerank_scores(QUERIES[:1], [[texts[i] for i in order]])
+    assert torch.allclose(a[order], b, atol=1e-5)
 
 
 @pytest.mark.parametrize("variant", ["densetrans", "no-top-dense", "no-dense", "concat"])

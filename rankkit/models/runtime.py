@@ -40,7 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -123,6 +123,8 @@ class EncoderSlot:
     vocab_size: int
     call: str = "hf"
     export_form: nn.Module | None = None
+    #: Inputs beyond token ids, mask and segments, derived from a probe batch (the Set-Encoder's layout).
+    extra_inputs: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None
 
     @property
     def module(self) -> nn.Module:
@@ -156,6 +158,7 @@ class OrtEncoder(nn.Module):
         self.session = session
         self.call = slot.call
         self.input_names = [i.name for i in session.get_inputs()]
+        self.input_types = [np.bool_ if i.type == "tensor(bool)" else np.int64 for i in session.get_inputs()]
         self.config = config
         self.label = label
         self.placeholder = nn.Parameter(torch.empty(0), requires_grad=False)
@@ -164,11 +167,11 @@ class OrtEncoder(nn.Module):
         """The graph's single output for ``feeds`` (missing segment ids are zeros, as transformers does)."""
         ids = feeds["input_ids"]
         arrays = {}
-        for name in self.input_names:
+        for name, kind in zip(self.input_names, self.input_types):
             value = feeds.get(name)
             if value is None:
                 value = torch.zeros_like(ids)
-            arrays[name] = value.detach().cpu().numpy().astype(np.int64, copy=False)
+            arrays[name] = value.detach().cpu().numpy().astype(kind, copy=False)
         (out,) = self.session.run(None, arrays)
         return torch.from_numpy(out)
 
@@ -176,7 +179,7 @@ class OrtEncoder(nn.Module):
         from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
 
         if self.call == "vectors":
-            return self.run({**dict(zip(("input_ids", "attention_mask"), args)), **kwargs})
+            return self.run({**dict(zip(self.input_names, args)), **kwargs})
         if args:
             raise TypeError("OrtEncoder takes its inputs by keyword (input_ids=, attention_mask=, ...)")
         feeds = {k: v for k, v in kwargs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
@@ -280,6 +283,8 @@ def probe_batch(slot: EncoderSlot, lengths: Sequence[int] = PROBE_LENGTHS[0]) ->
     feeds = {"input_ids": ids, "attention_mask": mask}
     if "token_type_ids" in slot.inputs:
         feeds["token_type_ids"] = segments
+    if slot.extra_inputs is not None:
+        feeds.update(slot.extra_inputs(feeds))
     return feeds
 
 

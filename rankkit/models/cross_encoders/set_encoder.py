@@ -181,15 +181,49 @@ class SetPairEncoder(CrossPairEncoder, ActivationCheckpointing):
             raise ValueError("Set-Encoder features need 'group' and 'slot' (see set_features())")
         mask = features["attention_mask"]
         layout = set_layout(features["group"], features["slot"], mask)
+        segments = features.get("token_type_ids")
+        if segments is None:
+            segments = torch.zeros_like(features["input_ids"])
+        # ``set_layers`` is :class:`SetLayers` (``--backend onnx``: an ONNX Runtime session in its place).
+        return self.set_layers(features["input_ids"], segments, layout.members, layout.attend), None
+
+    @property
+    def set_layers(self) -> nn.Module:
+        """The encoder under a set layout (not a registered submodule, so the checkpoint's names stay BERT's)."""
+        swapped = self._modules.get("set_layers")  # put there by rankkit.models.runtime.use_runtime
+        if swapped is not None:
+            return swapped
+        runner = self.__dict__.get("_set_layers")
+        if runner is None:
+            runner = SetLayers(self.encoder)
+            self.__dict__["_set_layers"] = runner
+        # Not a submodule, so train()/eval() and --gradient-checkpointing reach it from here.
+        runner.training, runner.checkpoint_blocks = self.training, self.checkpoint_blocks
+        return runner  # type: ignore[no-any-return]
+
+
+class SetLayers(nn.Module, ActivationCheckpointing):
+    """§3.1-3.2 as one function of tensors: ``(input_ids, token_type_ids, members, attend) -> [CLS] [N, H]``.
+
+    The set layout (:func:`set_layout`, data-dependent) is computed before and passed in, so this
+    part has only symbolic shapes and exports to ONNX (``--backend onnx``).
+    """
+
+    def __init__(self, encoder: Any) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, members: torch.Tensor,
+                attend: torch.Tensor) -> torch.Tensor:
+        layout = SetLayout(members, attend)
         # No position_ids: each row is one sequence, so positions restart at 0 per sequence (§3.1).
-        hidden = self.encoder.embeddings(input_ids=features["input_ids"],
-                                         token_type_ids=features.get("token_type_ids"))
+        hidden = self.encoder.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
         project = getattr(self.encoder, "embeddings_project", None)  # ELECTRA's embedding -> hidden width
         if project is not None:
             hidden = project(hidden)
         for layer in self.encoder.encoder.layer:
             hidden = self.run_block(self.layer_forward, layer, hidden, layout)
-        return hidden[:, 0], None
+        return hidden[:, 0]  # type: ignore[no-any-return]
 
     @staticmethod
     def layer_forward(layer: Any, hidden: torch.Tensor, layout: SetLayout) -> torch.Tensor:
@@ -245,10 +279,24 @@ class SetEncoder(Mono):
         self.max_set_size = MAX_SET_SIZE
 
     def encoder_slots(self) -> list[Any]:
-        """None: the inter-passage attention (§3.2) depends on each batch's set layout, which rankkit
-        does not export, so the Set-Encoder runs on torch only."""
-        raise RankkitError("set-encoder runs on --backend torch only: its inter-passage attention "
-                           "(Schlatt et al. 2024, §3.2) is not exported to ONNX")
+        """The encoder with inter-passage attention (:class:`SetLayers`); the set layout is built in
+        torch from each batch and passed to the graph as two inputs, the score head stays in torch."""
+        from rankkit.models.runtime import EncoderSlot
+
+        assert isinstance(self.pairs, SetPairEncoder)
+        config = self.pairs.encoder.config
+
+        def layout_of(feeds: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            # Probe batches: rows split into two sets, slots in order (members and attend as at inference).
+            n = feeds["input_ids"].shape[0]
+            group = torch.tensor([i % 2 for i in range(n)], dtype=torch.long)
+            slot = torch.tensor([i // 2 for i in range(n)], dtype=torch.long)
+            layout = set_layout(group, slot, feeds["attention_mask"])
+            return {"members": layout.members, "attend": layout.attend}
+
+        return [EncoderSlot("set-encoder", self.pairs, "set_layers", ("input_ids", "token_type_ids", "members", "attend"),
+                            config.to_json_string(use_diff=False), int(config.max_position_embeddings),
+                            int(config.vocab_size), call="vectors", extra_inputs=layout_of)]
 
     def prepare(self, batch: GroupBatch) -> GroupBatch:
         """Pair tensors of the real candidates; each group is one set, its slots the batch's slots."""
