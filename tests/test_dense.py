@@ -133,7 +133,7 @@ def test_cosine_model_index_and_remove_query(setup: dict[str, Path], tmp_path: P
     corpus = tmp_path / "questions.tsv"
     corpus.write_text("t0\tapple fruit\nt1\tcar engine\nx\tapple fruit red\ny\tcar fuel\n")
     meta = build_dense_index("densetrans", setup["densetrans"], corpus, tmp_path / "index")
-    assert meta["normalized"] is True and meta["dims"] == 8 * 24
+    assert meta["normalized"] is True and meta["dims"] == 4 * 24  # the last of 3 dense layers ([E0;E1;E2])
     _, index, _ = load_dense_index(tmp_path / "index")
     vectors = index.reconstruct_n(0, index.ntotal)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)  # cosine = inner product

@@ -86,7 +86,8 @@ class Listwise(CandidateListModel):
         g, s, _ = h.shape
         if s > self.list_size:
             raise RankkitError(f"model {self.name} scores at most {self.list_size} candidates per query (its "
-                               f"--list-size), got {s}: use --group-size/--depth {self.list_size} or less")
+                               f"--list-size), got {s}: use --group-size, --dev-max-candidates or rerank --depth "
+                               f"{self.list_size} or less")
         x = pad_slots(h * mask[..., None].to(h.dtype), self.list_size).reshape(g, -1)
         scores = self.mlp_out(self.activation(self.mlp_in(x)))[:, :s]
         if skip is not None:
