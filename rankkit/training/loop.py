@@ -35,6 +35,7 @@ from rankkit.training import resume as rs
 from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_config
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
+from rankkit.training.frozen import precompute_frozen_features
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
@@ -88,6 +89,8 @@ class Trainer:
                     "max_doc_length": config.max_doc_length}
         self.model = create_model(cls.name, config.backbone, **settings)
         self.model.to(dist.device)
+        precompute_frozen_features(self.model, self.groups, self.dev_groups, announce=dist.main,
+                                   dev_max_candidates=config.dev_max_candidates)
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
                                                                                    dist.device)
