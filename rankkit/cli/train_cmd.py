@@ -43,6 +43,7 @@ def train_command(
     teacher_checkpoint: Optional[Path] = typer.Option(None, "--teacher-checkpoint", help="Distil from this rankkit checkpoint: ALPHA x own loss + (1 - ALPHA) x score MSE (PARADE Eq. 12)."),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="With --teacher-checkpoint: weight of the student's own loss, in [0, 1] (default: 0.5)."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
+    workers: int = typer.Option(0, "--workers", help="Processes preparing batches ahead of the training thread (0: on it); same batches either way."),
     **model_options: Any,
 ) -> None:
     """Train a model on training groups; writes a checkpoint folder with rankkit.json and train.log.
@@ -68,7 +69,7 @@ def train_command(
         max_query_length=max_query_length, max_doc_length=max_doc_length, seed=seed, save_every=save_every,
         keep_checkpoints=keep_checkpoints, resume=resume, device=device, dev=list(dev),
         dev_max_candidates=dev_max_candidates, loss=loss, teacher=teacher, log_every=log_every,
-        teacher_checkpoint=teacher_checkpoint, alpha=0.5 if alpha is None else alpha,
+        teacher_checkpoint=teacher_checkpoint, alpha=0.5 if alpha is None else alpha, workers=workers,
         model_options=options,
     )
     run_training(config)

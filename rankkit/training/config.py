@@ -48,6 +48,9 @@ class TrainConfig:
     teacher_checkpoint: Path | None = None
     alpha: float = 0.5
     log_every: int = 10
+    #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread
+    #: (:mod:`rankkit.training.loader`).
+    workers: int = 0
     model_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,7 +81,7 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
     for name in ("batch_size", "group_size", "grad_accum", "log_every", "dev_max_candidates"):
         if getattr(config, name) < 1:
             raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("keep_checkpoints",):
+    for name in ("keep_checkpoints", "workers"):
         if getattr(config, name) < 0:
             raise RankkitError(f"--{name.replace('_', '-')} must be at least 0")
     for name in ("save_every", "epochs", "max_steps"):

@@ -30,12 +30,14 @@ from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
 from rankkit.models import RankingModel, create_model
 from rankkit.models.checkpoint import is_checkpoint, save_model
+from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
 from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_config
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
 from rankkit.training.frozen import precompute_frozen_features
+from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
@@ -186,11 +188,14 @@ class Trainer:
         self.dist.barrier()
 
     # -- the loop -------------------------------------------------------------------------------
-    def train_step(self) -> float:
-        """One optimiser step over this rank's micro-batches; the loss averaged over processes."""
+    def train_step(self, micro_batches: Sequence[GroupBatch] | None = None) -> float:
+        """One optimiser step over this rank's micro-batches (prepared here unless given, e.g. by
+        :func:`~rankkit.training.loader.step_batches`); the loss averaged over processes."""
         c, total = self.config, 0.0
-        for m, batch in enumerate(self.batches.at_step(self.step)):
-            batch = self.model.prepare(batch).to(self.dist.device)
+        if micro_batches is None:
+            micro_batches = [self.model.prepare(b) for b in self.batches.at_step(self.step)]
+        for m, batch in enumerate(micro_batches):
+            batch = batch.to(self.dist.device)
             sync = m == c.grad_accum - 1 or not self.dist.active
             with (nullcontext() if sync else self.objective.no_sync()):  # type: ignore[operator]
                 teacher = None if self.kd_teacher is None else self.kd_teacher.scores(batch)
@@ -216,13 +221,14 @@ class Trainer:
                 f"{self.warmup} steps, device {dist.device}" + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} (alpha {c.alpha:g})" if self.kd_teacher else ""))
         running, started, start_step = 0.0, time.perf_counter(), self.step
+        prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=c.workers)
         with progress_bar("ex", transient=False) as bar:
             task = bar.add_task("training", total=self.total_steps * self.global_batch,
                                 completed=self.step * self.global_batch, visible=dist.main)
             while self.step < self.total_steps:
                 epoch = self.step // self.steps_per_epoch
                 lr_now = float(self.scheduler.get_last_lr()[0])
-                step_loss = self.train_step()
+                step_loss = self.train_step(next(prepared))
                 running = step_loss if self.step == start_step + 1 else 0.98 * running + 0.02 * step_loss
                 self.metrics["loss"] = step_loss
                 rate = (self.step - start_step) * self.global_batch / max(time.perf_counter() - started, 1e-9)
