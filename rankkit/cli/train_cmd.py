@@ -44,6 +44,7 @@ def train_command(
     alpha: Optional[float] = typer.Option(None, "--alpha", help="With --teacher-checkpoint: weight of the student's own loss, in [0, 1] (default: 0.5)."),
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
     workers: int = typer.Option(0, "--workers", help="Processes preparing batches ahead of the training thread (0: on it); same batches either way."),
+    whole_lists: bool = typer.Option(False, "--whole-lists", help="Each group's whole candidate list in teacher order (up to --group-size), not 1 positive + sampled negatives; teacher scores from the groups (rankkit mine --teacher-list K). For ranknet/kl/hinge distillation (Set-Encoder §4.3)."),
     **model_options: Any,
 ) -> None:
     """Train a model on training groups; writes a checkpoint folder with rankkit.json and train.log.
@@ -70,6 +71,7 @@ def train_command(
         keep_checkpoints=keep_checkpoints, resume=resume, device=device, dev=list(dev),
         dev_max_candidates=dev_max_candidates, loss=loss, teacher=teacher, log_every=log_every,
         teacher_checkpoint=teacher_checkpoint, alpha=0.5 if alpha is None else alpha, workers=workers,
+        whole_lists=whole_lists,
         model_options=options,
     )
     run_training(config)

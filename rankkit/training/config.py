@@ -51,6 +51,9 @@ class TrainConfig:
     #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread
     #: (:mod:`rankkit.training.loader`).
     workers: int = 0
+    #: Each group's whole list in teacher order instead of 1 positive + sampled negatives
+    #: (:mod:`rankkit.training.lists`; Set-Encoder distillation).
+    whole_lists: bool = False
     model_options: dict[str, Any] = field(default_factory=dict)
 
 

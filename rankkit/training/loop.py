@@ -37,6 +37,7 @@ from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_co
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
 from rankkit.training.frozen import precompute_frozen_features
+from rankkit.training.lists import check_list_loss, list_teacher
 from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
@@ -70,9 +71,11 @@ class Trainer:
         if config.teacher is not None:
             teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
             teacher.check(self.groups)
+        if config.whole_lists:
+            teacher = list_teacher(self.groups, teacher, announce=dist.main)
         self.batches = MicroBatches(self.groups, seed=config.seed, batch_size=config.batch_size,
                                     group_size=config.group_size, grad_accum=config.grad_accum, rank=dist.rank,
-                                    world=dist.world_size, teacher=teacher)
+                                    world=dist.world_size, teacher=teacher, whole_lists=config.whole_lists)
         self.global_batch = config.batch_size * config.grad_accum * dist.world_size
         self.steps_per_epoch = self.batches.steps_per_epoch
         if self.steps_per_epoch == 0:
@@ -82,6 +85,8 @@ class Trainer:
         self.total_steps = config.max_steps or (config.epochs or 1) * self.steps_per_epoch
 
         self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
+        if config.whole_lists:
+            check_list_loss(self.loss, config.group_size, self.groups, announce=dist.main)
         if teacher is None and self.loss.needs_teacher:
             raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
         if teacher is not None and not self.loss.uses_teacher and dist.main:
@@ -112,6 +117,7 @@ class Trainer:
             "data": [d["sha256"] for d in self.data], "batch_size": config.batch_size,
             "group_size": config.group_size, "grad_accum": config.grad_accum, "world_size": dist.world_size,
             "seed": config.seed, "total_steps": self.total_steps, "optimizer": config.optimizer,
+            **({"whole_lists": True} if config.whole_lists else {}),
             **({} if config.teacher_checkpoint is None
                else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha}),
         }
