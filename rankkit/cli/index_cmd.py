@@ -68,12 +68,17 @@ def _build_dense(request: IndexRequest) -> None:
     # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
     from rankkit.dense import build_dense_index
     from rankkit.dense.encode import DEFAULT_CHUNK_SIZE
+    from rankkit.distributed import init_distributed
 
     options = dict(request.options)
     model = options.pop("model", None)
     if model is None:
         raise RankkitError("--kind dense needs --model (repbert or densetrans)")
-    _prepare_dense_folder(request.index, request.force)
+    # Under torchrun the processes split the chunks and rank 0 writes the index (docs/DENSE.md).
+    dist = init_distributed(options.get("device", "auto"))
+    if dist.main:
+        _prepare_dense_folder(request.index, request.force)
+    dist.barrier()
     _set_threads(request.threads)
     build_dense_index(
         model,
@@ -90,7 +95,9 @@ def _build_dense(request: IndexRequest) -> None:
         device=options.get("device", "auto"),
         max_query_length=options.get("max_query_length"),
         max_doc_length=options.get("max_doc_length"),
+        dist=dist,
     )
+    dist.close()
 
 
 def _set_threads(threads: Optional[int]) -> None:

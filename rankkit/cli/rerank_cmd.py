@@ -19,7 +19,7 @@ def rerank_command(
     checkpoint: Optional[Path] = typer.Option(
         None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
     ),
-    run: Path = typer.Option(..., "--run", help="First-stage run to re-rank."),
+    run: Path = typer.Option(..., "--run", "--candidates", help="First-stage run to re-rank (--candidates: the same, for torchrun, whose own parser takes --run as its --run-path)."),
     topics: Path = typer.Option(..., "--topics", help="Query texts (TSV or JSONL)."),
     output: Path = typer.Option(..., "--output", "-o", help="Re-ranked run to write."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
@@ -44,7 +44,7 @@ def rerank_command(
     from rankkit.docstore import open_docstore
     from rankkit.rerank import rerank_run
     from rankkit.models.checkpoint import load_for_inference
-    from rankkit.devices import pick_device
+    from rankkit.distributed import init_distributed
 
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
@@ -62,6 +62,8 @@ def rerank_command(
     ranker = load_for_inference(model, checkpoint)
     for name, value in overrides.items():
         ranker.override(name, value)
+    dist = init_distributed(device)  # under torchrun the processes split the queries; rank 0 writes
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, topics, store, output, depth=depth, batch_size=batch_size,
-                   max_length=max_length, device=pick_device(device), tag=tag)
+                   max_length=max_length, device=dist.device, tag=tag, dist=dist)
+    dist.close()

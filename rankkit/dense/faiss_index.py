@@ -30,6 +30,7 @@ import numpy as np
 
 from rankkit.console import log
 from rankkit.dense import encode as enc
+from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.indexes import new_manifest, read_manifest, write_manifest
@@ -147,7 +148,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
                       pq_m: int = 16, pq_bits: int = 8, batch_size: int = 64,
                       shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
                       device: str = "auto", max_query_length: int | None = None,
-                      max_doc_length: int | None = None) -> dict[str, Any]:
+                      max_doc_length: int | None = None, dist: Dist = SINGLE) -> dict[str, Any]:
     """Encode ``corpus`` with ``model_name`` (from ``checkpoint``, or zero-shot when ``None``) and index it.
 
     With ``shard="I/N"`` (N > 1) only shard I is encoded into ``index_dir`` (a shard folder, not
@@ -155,7 +156,9 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     after an interruption skips the chunks already encoded. ``max_query_length``/``max_doc_length``
     override the model's token limits (e.g. a zero-shot model on a symmetric task, where queries are
     as long as documents); they are recorded in ``model_hparams`` and retrieval uses them.
-    Returns the rankkit-index.json content.
+    Under torchrun pass ``dist`` (:func:`rankkit.distributed.init_distributed`): the processes
+    split the chunks, rank 0 builds the faiss index and writes the manifest, and the folder is
+    byte-identical to a one-process build (tested). Returns the rankkit-index.json content.
     """
     if faiss_kind not in FAISS_KINDS:
         raise RankkitError(f"unknown faiss kind {faiss_kind!r}; known: {', '.join(FAISS_KINDS)}")
@@ -165,13 +168,13 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         raise InputError(corpus, None, "no such file or directory")
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
-    model = load_bi_encoder(model_name, checkpoint, device)
+    model = load_bi_encoder(model_name, checkpoint, str(dist.device) if dist.active else device)
     set_max_lengths(model, max_query_length, max_doc_length)
     if faiss_kind == "ivfpq" and model.dim % pq_m:
         raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {model.dim}")
     manifest = _manifest(model_name, checkpoint, model)
     done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
-                             chunk_size=chunk_size, shard=(index, count))
+                             chunk_size=chunk_size, shard=(index, count), dist=dist)
     requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
     meta = new_manifest(
         "dense" if count == 1 else "dense-shard", Path(corpus),
@@ -182,6 +185,9 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         total_documents=done.total_documents, chunk_size=chunk_size, chunks=done.total_chunks,
         shard=[index, count], faiss_requested=requested,
     )
+    if not dist.main:
+        dist.barrier()  # rank 0 builds the index and writes the manifest
+        return meta
     if count == 1:
         sources = [(folder, c) for c in range(done.total_chunks)]
         meta["faiss"] = build_from_chunks(sources, folder, dim=model.dim, total=done.total_documents,
@@ -191,6 +197,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         log(f"encoded shard {index}/{count} ({done.documents:,} documents) into {folder}; "
             "build the index with `rankkit index --merge` once every shard is done")
     write_manifest(folder, meta)
+    dist.barrier()
     return meta
 
 
