@@ -17,6 +17,7 @@ from rankkit.models.cross_encoders.frozen_vectors import FrozenVectors, ids_key
 from rankkit.training import TrainConfig, train
 from rankkit.training import frozen as frozen_module
 from rankkit.training.frozen import precompute_frozen_features
+from rankkit.training.sampling import MicroBatches, all_candidates, collate
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +59,33 @@ def test_table_in_memory_and_on_disk_give_the_same_vectors(tmp_path: Path) -> No
     assert not list(tmp_path.glob("rankkit-frozen-vectors-*"))  # the spill file goes with the table
 
 
-def test_every_distinct_text_is_encoded_once_and_steps_never_run_the_encoder(data: dict[str, Path]) -> None:
+def batches_of(groups: list, **overrides: Any) -> MicroBatches:
+    settings: dict[str, Any] = dict(seed=1, batch_size=4, group_size=4, grad_accum=1, rank=0, world=1, teacher=None)
+    settings.update(overrides)
+    return MicroBatches(groups, **settings)
+
+
+def test_exactly_the_texts_of_the_run_are_encoded_once_and_steps_never_run_the_encoder(data: dict[str, Path]) -> None:
     model = create_model("matrank", data["backbone"], encoder="bi")
     groups = read_groups(data["groups"])
-    table = precompute_frozen_features(model, groups)
+    batches = batches_of(groups)
+    steps = 2 * batches.steps_per_epoch
+    table = precompute_frozen_features(model, batches, steps)
     assert table is not None
-    texts = {g.query for g in groups} | {c.text for g in groups for c in g.pos + g.neg}
-    assert len(table) <= len(texts) and len(table) >= len({c.text for g in groups for c in g.pos + g.neg})
+    used: set[tuple[int, ...]] = set()
+    tokenizer = model.pairs.tokenizer
+    for step in range(steps):
+        for batch in batches.at_step(step):
+            _, texts, _ = batch.flat_documents()
+            used |= {tuple(tokenizer(t, truncation=True, max_length=model.pairs.max_length)["input_ids"]) for t in texts}
+            used |= {tuple(tokenizer(q, truncation=True, max_length=model.pairs.max_query_length)["input_ids"])
+                     for q in batch.queries}
+    assert len(table) == len(used)  # every text the steps draw, once, and nothing else
+    one_step = precompute_frozen_features(create_model("matrank", data["backbone"], encoder="bi"), batches, 1)
+    assert one_step is not None and len(one_step) < len(table)
     calls = []
     model.pairs.encoder.register_forward_hook(lambda *args: calls.append(1))
-    from rankkit.training.sampling import MicroBatches
-
-    batches = MicroBatches(groups, seed=1, batch_size=4, group_size=4, grad_accum=1, rank=0, world=1, teacher=None)
-    for step in range(2 * batches.steps_per_epoch):
+    for step in range(steps):
         for batch in batches.at_step(step):
             model(model.prepare(batch))
     assert calls == []  # every vector came from the table
@@ -79,21 +94,20 @@ def test_every_distinct_text_is_encoded_once_and_steps_never_run_the_encoder(dat
 def test_vectors_from_the_table_equal_the_encoders(data: dict[str, Path]) -> None:
     model = create_model("matrank", data["backbone"], encoder="bi")
     groups = read_groups(data["groups"])[:6]
-    from rankkit.training.sampling import all_candidates, collate
-
     batch = model.prepare(collate([all_candidates(g) for g in groups]))
     model.eval()
     direct = model(batch).scores
-    precompute_frozen_features(model, groups, announce=False)
+    table = precompute_frozen_features(model, batches_of(groups), 0, groups, announce=False)  # the dev groups' texts
+    assert table is not None and len(table) > 0
     cached = model(batch).scores
     torch.testing.assert_close(cached, direct, rtol=1e-5, atol=1e-6)
 
 
 def test_models_without_a_frozen_encoder_are_left_alone(data: dict[str, Path]) -> None:
-    groups = read_groups(data["groups"])
-    assert precompute_frozen_features(create_model("matrank", data["backbone"], encoder="bi", freeze_encoder=False),
-                                      groups) is None
-    assert precompute_frozen_features(create_model("mono", data["backbone"]), groups) is None
+    batches = batches_of(read_groups(data["groups"]))
+    tuned = create_model("matrank", data["backbone"], encoder="bi", freeze_encoder=False)
+    assert precompute_frozen_features(tuned, batches, 3) is None
+    assert precompute_frozen_features(create_model("mono", data["backbone"]), batches, 3) is None
 
 
 def test_training_with_the_table_gives_todays_losses(data: dict[str, Path], tmp_path: Path,

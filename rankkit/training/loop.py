@@ -96,8 +96,8 @@ class Trainer:
                     "max_doc_length": config.max_doc_length}
         self.model = create_model(cls.name, config.backbone, **settings)
         self.model.to(dist.device)
-        precompute_frozen_features(self.model, self.groups, self.dev_groups, announce=dist.main,
-                                   dev_max_candidates=config.dev_max_candidates)
+        precompute_frozen_features(self.model, self.batches, self.total_steps, self.dev_groups if dist.main else (),
+                                   dev_max_candidates=config.dev_max_candidates, announce=dist.main)
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
                                                                                    dist.device)
