@@ -80,3 +80,13 @@ def test_resume_with_workers_is_exact(data: dict[str, Path], tmp_path: Path) -> 
 def test_negative_workers_are_refused(data: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(RankkitError, match="--workers must be at least 0"):
         train(config(data, tmp_path / "x", workers=-1))
+
+
+def test_cli_workers_option(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
+    args = ["train", "--model", "repbert", "--train", data["groups"], "--backbone", data["backbone"], "--max-steps", 2,
+            "--batch-size", 4, "--group-size", 3, "--device", "cpu", "--log-every", 1]
+    assert cli(*args, "--output", tmp_path / "a", "--workers", 1).code == 0
+    assert cli(*args, "--output", tmp_path / "b").code == 0
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+    bad = cli(*args, "--output", tmp_path / "c", "--workers", -1)
+    assert bad.code == 2 and "--workers must be at least 0" in bad.stderr
