@@ -96,8 +96,6 @@ class Trainer:
                     "max_doc_length": config.max_doc_length}
         self.model = create_model(cls.name, config.backbone, **settings)
         self.model.to(dist.device)
-        precompute_frozen_features(self.model, self.batches, self.total_steps, self.dev_groups if dist.main else (),
-                                   dev_max_candidates=config.dev_max_candidates, announce=dist.main)
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
                                                                                    dist.device)
@@ -123,6 +121,9 @@ class Trainer:
         }
         if self.resume_from is not None:
             self.restore(self.resume_from)
+        # After every load of weights (start checkpoint, resume): the table holds the final frozen encoder's vectors.
+        precompute_frozen_features(self.model, self.batches, self.total_steps, self.dev_groups if dist.main else (),
+                                   dev_max_candidates=config.dev_max_candidates, announce=dist.main)
         objective = (TrainingObjective(self.model, self.loss) if self.kd_teacher is None
                      else DistillationObjective(self.model, self.loss, config.alpha))
         self.objective: torch.nn.Module = objective
