@@ -22,7 +22,8 @@ def read_log(output: Path) -> list[dict]:
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
-def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["0", "1"])  # batches prepared on the training thread or by a DataLoader worker
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path: Path, workers: str) -> None:
     backbone = tiny_backbone(tmp_path / "tiny", dropout=0.0)  # dropout would differ per rank by design
     groups = write_groups(tmp_path / "groups.jsonl")
     common = ["--model", "repbert", "--train", str(groups), "--backbone", str(backbone), "--group-size", "3",
@@ -32,7 +33,8 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path: Pa
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "rankkit", "train", *common, "--output", str(ddp), "--batch-size", "2"],
+         "-m", "rankkit", "train", *common, "--output", str(ddp), "--batch-size", "2",
+         "--workers", workers],
         capture_output=True, text=True, env=env, timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]

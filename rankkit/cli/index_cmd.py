@@ -15,7 +15,7 @@ import typer
 from rankkit.cli.app import app, int_range
 from rankkit.cli.model_options import dense_index_options, model_options_of, rerank_settings
 from rankkit.cli.registry import OptionRegistry
-from rankkit.cli.runtime_options import backend_option, precision_option, quantize_option, runtime_of
+from rankkit.cli.runtime_options import backend_option, device_for, precision_option, quantize_option, runtime_of
 from rankkit.console import log
 from rankkit.errors import RankkitError
 from rankkit.formats._files import check_output_dir
@@ -71,6 +71,7 @@ def _build_dense(request: IndexRequest) -> None:
     # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
     from rankkit.dense import build_dense_index
     from rankkit.dense.encode import DEFAULT_CHUNK_SIZE
+    from rankkit.distributed import init_distributed
 
     options = dict(request.options)
     model = options.pop("model", None)
@@ -78,7 +79,11 @@ def _build_dense(request: IndexRequest) -> None:
         raise RankkitError("--kind dense needs --model (repbert or densetrans)")
     runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
     runtime.check()
-    _prepare_dense_folder(request.index, request.force)
+    # Under torchrun the processes split the chunks and rank 0 writes the index (docs/DENSE.md).
+    dist = init_distributed(device_for(options.get("device"), runtime))
+    if dist.main:
+        _prepare_dense_folder(request.index, request.force)
+    dist.barrier()
     build_dense_index(
         model,
         options.get("checkpoint"),
@@ -96,7 +101,9 @@ def _build_dense(request: IndexRequest) -> None:
         max_doc_length=options.get("max_doc_length"),
         settings=options.get("settings"),
         runtime=runtime,
+        dist=dist,
     )
+    dist.close()
 
 
 def _prepare_dense_folder(index: Path, force: bool) -> None:

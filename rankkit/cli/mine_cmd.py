@@ -54,6 +54,9 @@ def mine_command(
     min_rel: int = typer.Option(
         1, "--min-rel", help="Lowest relevance grade that counts as positive.", callback=int_range(1)),
     seed: int = typer.Option(0, "--seed", help="Seed of --strategy random (mixed with each qid)."),
+    teacher_list: Optional[int] = typer.Option(
+        None, "--teacher-list", help="Instead of sampled negatives: RUN's whole top K per query with its scores, "
+        "judged ones as graded positives (teacher lists for rankkit train --whole-lists).", callback=int_range(1)),
 ) -> None:
     """Write one training group per query: its judged positives and hard negatives from RUN.
 
@@ -81,6 +84,7 @@ def mine_command(
         skip_top=skip_top,
         min_rel=min_rel,
         seed=seed,
+        teacher_list=teacher_list,
     )
     config.check()
     if (corpus is None) == (index is None):
@@ -97,7 +101,7 @@ def mine_command(
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         report = mine(run, judged, queries, store, output, config)
-    for line in report.lines(negatives):
+    for line in report.lines(teacher_list or negatives):
         log(line)
     log(f"wrote {output}")
 

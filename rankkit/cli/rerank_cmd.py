@@ -27,7 +27,7 @@ def rerank_command(
     checkpoint: Optional[Path] = typer.Option(
         None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
     ),
-    run: Path = typer.Option(..., "--run", help="First-stage run to re-rank."),
+    run: Path = typer.Option(..., "--run", "--candidates", help="First-stage run to re-rank (--candidates: the same, for torchrun, whose own parser takes --run as its --run-path)."),
     topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
     topic_field: Optional[str] = typer.Option(None, "--topic-field", help="TREC topics: title (default), description or narrative."),
     output: Path = typer.Option(..., "--output", "-o", help="Re-ranked run to write."),
@@ -58,7 +58,7 @@ def rerank_command(
     from rankkit.docstore import open_docstore
     from rankkit.rerank import rerank_run
     from rankkit.models.checkpoint import load_for_inference
-    from rankkit.devices import pick_device
+    from rankkit.distributed import init_distributed
 
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
@@ -79,7 +79,9 @@ def rerank_command(
 
     overrides = rerank_settings(get_model_class(model), model_options)
     runtime = runtime_of(backend, quantize, threads, precision)
-    chosen = pick_device(device_for(device, runtime))
+    # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
+    dist = init_distributed(device_for(device, runtime))
+    chosen = dist.device
     runtime.check(chosen)
     ranker = load_for_inference(model, checkpoint)
     for name, value in overrides.items():
@@ -89,4 +91,5 @@ def rerank_command(
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, queries, store, output, depth=depth, batch_size=batch_size,
-                   max_length=max_length, device=chosen, tag=runtag, precision=runtime.precision)
+                   max_length=max_length, device=chosen, tag=runtag, precision=runtime.precision, dist=dist)
+    dist.close()

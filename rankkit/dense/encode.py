@@ -11,6 +11,11 @@ Memory holds one chunk at a time, whatever the corpus size.
 ``shard=(I, N)`` encodes only the chunks with ``c % N == I`` (every shard streams the corpus but
 tokenises only its own chunks); :func:`rankkit.dense.faiss_index.merge_dense_shards` joins the
 chunk files of all shards in chunk order, which is exactly the order of a one-pass encoding.
+
+Under torchrun (``dist``, :mod:`rankkit.distributed`) the processes share one folder: the chunks
+(of the shard) are dealt round-robin to the ranks, each encodes its own into the common
+``embeddings/`` (a chunk is encoded exactly as one process would, so the files are byte-identical),
+and rank 0 writes the manifest first and ``done.json`` last, once every rank has finished.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 
 from rankkit.console import progress_bar
 from rankkit.devices import autocast
+from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, iter_corpus
 from rankkit.formats.corpus import count_documents
@@ -94,7 +100,7 @@ def _chunks(corpus: Path, chunk_size: int) -> Iterator[tuple[int, list[str], lis
 
 def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str | os.PathLike[str], *,
                   manifest: dict[str, Any], batch_size: int = 64, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                  shard: tuple[int, int] = (0, 1), precision: str = "fp32") -> EncodedChunks:
+                  shard: tuple[int, int] = (0, 1), precision: str = "fp32", dist: Dist = SINGLE) -> EncodedChunks:
     """Encode ``corpus`` (or its shard) into ``folder/embeddings``; finished chunks are skipped.
 
     ``manifest`` describes the encoder (model, checkpoint, hyper-parameters, backend); an existing
@@ -110,7 +116,9 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
     full_manifest = {**manifest, "dim": model.dim, "normalized": model.normalized, "chunk_size": chunk_size,
                      "shard": [index, count]}
     existing = out / MANIFEST
-    if existing.is_file():
+    if not dist.main:
+        pass  # rank 0 checks or writes the manifest; the others wait for it at the barrier below
+    elif existing.is_file():
         old = json.loads(existing.read_text(encoding="utf-8"))
         new = json.loads(json.dumps(full_manifest))  # the JSON view (tuples become lists)
         if old != new:
@@ -119,20 +127,23 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
                                "remove it or pick another index folder")
     else:
         _write_json(existing, full_manifest)
+    dist.barrier()
 
     total_docs = count_documents(corpus)
     total_chunks = -(-total_docs // chunk_size)
     mine = [c for c in range(total_chunks) if c % count == index]
     my_docs = sum(min(chunk_size, total_docs - c * chunk_size) for c in mine)
-    todo_docs = sum(min(chunk_size, total_docs - c * chunk_size) for c in mine
+    here = {c for j, c in enumerate(mine) if dist.mine(j)}  # this process's chunks (all without torchrun)
+    here_docs = sum(min(chunk_size, total_docs - c * chunk_size) for c in here)
+    todo_docs = sum(min(chunk_size, total_docs - c * chunk_size) for c in here
                     if not (out / f"{chunk_name(c)}.npy").is_file())
 
     with progress_bar("doc") as bar:
-        task = bar.add_task("encoding", total=my_docs, completed=my_docs - todo_docs)
+        task = bar.add_task("encoding", total=here_docs, completed=here_docs - todo_docs)
         seen = 0
         for chunk, docids, texts in _chunks(corpus, chunk_size):
             seen += len(docids)
-            if chunk % count != index or (out / f"{chunk_name(chunk)}.npy").is_file():
+            if chunk not in here or (out / f"{chunk_name(chunk)}.npy").is_file():
                 continue
             # The bar moves per batch: a chunk (8,192 documents by default) takes minutes on a CPU.
             with autocast(precision, model.device):
@@ -142,8 +153,13 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
         if seen != total_docs:
             raise InputError(corpus, None, f"changed while encoding ({seen} documents, expected {total_docs})")
     summary = EncodedChunks(Path(folder), model.dim, my_docs, total_chunks, total_docs, mine)
-    _write_json(out / DONE, {"chunks": mine, "documents": my_docs, "total_chunks": total_chunks,
-                             "total_documents": total_docs})
+    dist.barrier()  # every rank's chunks are written
+    if dist.main:
+        absent = [c for c in mine if not (out / f"{chunk_name(c)}.npy").is_file()]
+        if absent:
+            raise RankkitError(f"{len(absent)} chunks of {out} were not encoded (first: {absent[0]})")
+        _write_json(out / DONE, {"chunks": mine, "documents": my_docs, "total_chunks": total_chunks,
+                                 "total_documents": total_docs})
     return summary
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from rankkit.console import log, progress_bar
 from rankkit.dense import encode as enc
+from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.indexes import new_manifest, read_manifest, write_manifest
@@ -151,7 +152,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
                       shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
                       device: str = "auto", max_query_length: int | None = None,
                       max_doc_length: int | None = None,
-                      settings: Mapping[str, Any] | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
+                      settings: Mapping[str, Any] | None = None, runtime: Runtime | None = None,
+                      dist: Dist = SINGLE) -> dict[str, Any]:
     """Encode ``corpus`` with ``model_name`` (from ``checkpoint``, or zero-shot when ``None``) and index it.
 
     With ``shard="I/N"`` (N > 1) only shard I is encoded into ``index_dir`` (a shard folder, not
@@ -162,7 +164,10 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     ``settings`` sets the model's inference-time settings (repbert's ``pooling``, ``query_prefix``,
     ``doc_prefix``: e.g. E5's prefixes on a zero-shot backbone), recorded in ``model_hparams`` too.
     ``runtime`` picks the encoder's backend (:mod:`rankkit.models.runtime`); it is recorded, and a
-    resumed encoding must use the same one. Returns the rankkit-index.json content.
+    resumed encoding must use the same one. Under torchrun pass ``dist``
+    (:func:`rankkit.distributed.init_distributed`): the processes split the chunks, rank 0 builds
+    the faiss index and writes the manifest, and the folder is byte-identical to a one-process
+    build (tested). Returns the rankkit-index.json content.
     """
     if faiss_kind not in FAISS_KINDS:
         raise RankkitError(f"unknown faiss kind {faiss_kind!r}; known: {', '.join(FAISS_KINDS)}")
@@ -173,7 +178,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
     runtime = runtime or Runtime()
-    model = load_bi_encoder(model_name, checkpoint, device, runtime)
+    model = load_bi_encoder(model_name, checkpoint, str(dist.device) if dist.active else device, runtime)
     set_max_lengths(model, max_query_length, max_doc_length)
     for name, value in (settings or {}).items():
         model.override(name, value)
@@ -185,7 +190,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         # What computed the vectors; left out for the default so that earlier encodings still resume.
         manifest["runtime"] = numerics
     done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
-                             chunk_size=chunk_size, shard=(index, count), precision=runtime.precision)
+                             chunk_size=chunk_size, shard=(index, count), precision=runtime.precision, dist=dist)
     requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
     meta = new_manifest(
         "dense" if count == 1 else "dense-shard", Path(corpus),
@@ -196,6 +201,9 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         total_documents=done.total_documents, chunk_size=chunk_size, chunks=done.total_chunks,
         shard=[index, count], faiss_requested=requested, runtime=numerics,
     )
+    if not dist.main:
+        dist.barrier()  # rank 0 builds the index and writes the manifest
+        return meta
     if count == 1:
         sources = [(folder, c) for c in range(done.total_chunks)]
         meta["faiss"] = build_from_chunks(sources, folder, dim=model.dim, total=done.total_documents,
@@ -205,6 +213,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         log(f"encoded shard {index}/{count} ({done.documents:,} documents) into {folder}; "
             "build the index with `rankkit index --merge` once every shard is done")
     write_manifest(folder, meta)
+    dist.barrier()
     return meta
 
 

@@ -52,7 +52,8 @@ class TrainingGroup:
         return {
             "qid": self.qid,
             "query": self.query,
-            "pos": [{"docid": p.docid, "text": p.text, "label": p.label} for p in self.pos],
+            "pos": [{"docid": p.docid, "text": p.text, "label": p.label,
+                     **({} if p.score is None else {"score": p.score})} for p in self.pos],
             "neg": [
                 {"docid": n.docid, "text": n.text, "score": n.score if n.score is not None else 0.0}
                 for n in self.neg
@@ -75,16 +76,17 @@ def _passages(path: PathLike, number: int, value: Any, key: str) -> list[Passage
             continue
         if not isinstance(item, dict) or not isinstance(item.get("text"), str) or "docid" not in item:
             raise InputError(path, number, f"'{key}[{i}]' needs 'docid' and 'text' (or be a plain string)")
+        label = 0
         if key == "pos":
             label = item.get("label", 1)
             if not isinstance(label, int) or isinstance(label, bool):
                 raise InputError(path, number, f"'pos[{i}].label' must be an integer")
-            out.append(Passage(str(item["docid"]), item["text"], label))
-        else:
-            score = item.get("score")
-            if score is not None and (not isinstance(score, (int, float)) or not math.isfinite(score)):
-                raise InputError(path, number, f"'neg[{i}].score' must be a finite number")
-            out.append(Passage(str(item["docid"]), item["text"], 0, None if score is None else float(score)))
+        score = item.get("score")
+        if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)
+                                  or not math.isfinite(score)):
+            raise InputError(path, number, f"'{key}[{i}].score' must be a finite number")
+        out.append(Passage(str(item["docid"]), item["text"], label if key == "pos" else 0,
+                           None if score is None else float(score)))
     return out
 
 

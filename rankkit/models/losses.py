@@ -190,6 +190,9 @@ class Loss(abc.ABC):
     needs_teacher: ClassVar[bool] = False
     #: True when the loss reads teacher scores if given (else ``--teacher`` is ignored, with a warning).
     uses_teacher: ClassVar[bool] = False
+    #: True when the loss takes slot 0 as the group's one positive (sampled groups); whole teacher
+    #: lists (``rankkit train --whole-lists``) put the teacher's first candidate there instead.
+    first_slot_positive: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
@@ -212,6 +215,7 @@ class ListwiseSoftmaxLoss(Loss):
     citation = ("Gao, Dai and Callan, 2021, Rethink Training of BERT Rerankers in Multi-Stage Retrieval "
                 "Pipeline (localised contrastive estimation)")
 
+    first_slot_positive = True
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         return listwise_softmax_ce(output.scores, batch.mask)
 
@@ -245,6 +249,7 @@ class MarginMSELoss(Loss):
     needs_teacher = True
     uses_teacher = True
 
+    first_slot_positive = True
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         return margin_mse(output.scores, self.teacher(batch), batch.mask)
 
@@ -291,6 +296,7 @@ class MultiLabelMarginLoss(Loss):
                 "First-Stage Retrieval (Eq. 4)")
     requires = InBatchOutput
 
+    first_slot_positive = True
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         assert isinstance(output, InBatchOutput)
         return multilabel_margin(output.in_batch, output.positive)
@@ -303,6 +309,7 @@ class InBatchSoftmaxLoss(Loss):
                 "Retrieval (DenseTrans, Eqs. 6-7)")
     requires = InBatchOutput
 
+    first_slot_positive = True
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         assert isinstance(output, InBatchOutput)
         return softmax_cross_entropy(output.in_batch, output.target, exclude=output.positive)

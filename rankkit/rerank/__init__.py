@@ -8,7 +8,14 @@ re-written as ``min(re-ranked scores) - 1, - 2, ...`` in their input order, so t
 
 Queries stream from the run a few at a time (until ``chunk_pairs`` candidates are gathered), so
 memory does not grow with the run; all pairs of a chunk are encoded together, longest first, in
-batches of ``batch_size`` under ``torch.inference_mode``. Models:
+batches of ``batch_size`` under ``torch.inference_mode``.
+
+Under torchrun (``dist``, :mod:`rankkit.distributed`) every process reads the run and cuts the
+same chunks; chunk ``k`` is scored by rank ``k % N`` exactly as one process would score it (the
+same queries encoded together), the scored chunks are gathered after every round of N, and rank 0
+writes them in run order: the run is byte-identical to a one-process run (tested).
+
+Models:
 
 each model's :meth:`~rankkit.models.base.RankingModel.rerank_scores`: point-wise logits
 (``mono``), MatRank's Borda vote, Set-Encoder's listwise scores, document aggregates (PARADE),
@@ -21,12 +28,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
 from rankkit.console import log, progress_bar
 from rankkit.devices import autocast
+from rankkit.distributed import SINGLE, Dist
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_topics, write_run
@@ -60,13 +68,14 @@ def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, flo
 def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
                store: DocStore, output: str | os.PathLike[str], *, depth: int = 100, batch_size: int = 32,
                max_length: int | None = None, device: torch.device | str = "cpu", tag: str | None = None,
-               chunk_pairs: int = 1024, precision: str = "fp32") -> RerankReport:
+               chunk_pairs: int = 1024, precision: str = "fp32", dist: Dist = SINGLE) -> RerankReport:
     """Re-rank each query's top ``depth`` candidates of ``run`` with ``model``; write ``output``.
 
     ``topics`` gives the query texts (a file or ``{qid: text}``; every run query needs one), ``store`` the passage texts.
     ``max_length`` overrides the model's input length (whole pair for cross-encoders, passage for
     bi-encoders). ``precision`` ``bf16`` runs the model under autocast (:func:`rankkit.devices.autocast`).
-    The output is written atomically, streaming: a failure leaves no file.
+    The output is written atomically, streaming: a failure leaves no file. Under torchrun, ``dist``
+    splits the chunks of queries across the processes; rank 0 writes.
     """
     import time
 
@@ -103,28 +112,54 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         if chunk:
             yield chunk
 
+    def score(chunk: list[tuple[str, list[tuple[str, float]]]]) -> list[tuple[str, dict[str, float], int]]:
+        """Each query of ``chunk`` with its re-ranked ranking and how many candidates were scored."""
+        heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
+        wanted = sorted({d for h in heads for d in h})
+        passages = store.get_many(wanted)
+        with autocast(precision, torch.device(device)):
+            scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
+                                         [[passages[d] for d in h] for h in heads], batch_size)
+        out = []
+        for (qid, ranking), head, s in zip(chunk, heads, scores):
+            top = {docid: float(v) for docid, v in zip(head, s.tolist())}
+            out.append((qid, merge_tail(top, [docid for docid, _ in ranking[depth:]]), len(head)))
+        return out
+
     def scored() -> Iterator[tuple[str, dict[str, float]]]:
         with progress_bar("q") as bar:
             # The total costs one quick pass over the run; without it the bar shows 0/? and no ETA.
-            task = bar.add_task("re-ranking", total=count_run_queries(run))
-            for chunk in chunks():
-                heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
-                wanted = sorted({d for h in heads for d in h})
-                passages = store.get_many(wanted)
-                with autocast(precision, torch.device(device)):
-                    scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
-                                                 [[passages[d] for d in h] for h in heads], batch_size)
-                for (qid, ranking), head, s in zip(chunk, heads, scores):
-                    top = {docid: float(v) for docid, v in zip(head, s.tolist())}
-                    stats["queries"] += 1
-                    stats["reranked"] += len(head)
-                    yield qid, merge_tail(top, [docid for docid, _ in ranking[depth:]])
-                bar.advance(task, len(chunk))
+            task = bar.add_task("re-ranking", total=count_run_queries(run), visible=dist.main)
+            held: list[tuple[str, dict[str, float], int]] | None = None
+            count = 0
+            for k, chunk in enumerate(chunks()):
+                count = k + 1
+                if dist.mine(k):
+                    held = score(chunk)
+                if count % dist.world_size == 0:  # a round: one chunk per rank, gathered in chunk order
+                    yield from emit(dist.gather(held), bar, task)
+                    held = None
+            if count % dist.world_size:
+                yield from emit(dist.gather(held), bar, task)
 
-    lines = write_run(output, scored(), tag)
+    def emit(parts: list[list[tuple[str, dict[str, float], int]] | None], bar: Any,
+             task: Any) -> Iterator[tuple[str, dict[str, float]]]:
+        for part in parts:
+            for qid, docs, scored_here in part or []:
+                stats["queries"] += 1
+                stats["reranked"] += scored_here
+                yield qid, docs
+            bar.advance(task, len(part or []))
+
+    if dist.main:
+        lines = write_run(output, scored(), tag)
+    else:
+        lines = sum(len(docs) for _, docs in scored())  # take part in every gather; rank 0 writes
+    dist.barrier()
     report = RerankReport(stats["queries"], stats["reranked"], lines, time.perf_counter() - started)
-    log(f"re-ranked {report.reranked:,} candidates of {report.queries:,} queries in {report.seconds:.1f} s "
-        f"({report.pairs_per_second:,.1f} pairs/s); wrote {lines:,} lines to {output}")
+    if dist.main:
+        log(f"re-ranked {report.reranked:,} candidates of {report.queries:,} queries in {report.seconds:.1f} s "
+            f"({report.pairs_per_second:,.1f} pairs/s); wrote {lines:,} lines to {output}")
     return report
 
 

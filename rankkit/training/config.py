@@ -58,6 +58,12 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     #: Start from this rankkit checkpoint's weights (fresh optimiser and schedule; :mod:`rankkit.training.warm_start`).
     init_checkpoint: Path | None = None
+    #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread
+    #: (:mod:`rankkit.training.loader`).
+    workers: int = 0
+    #: Each group's whole list in teacher order instead of 1 positive + sampled negatives
+    #: (:mod:`rankkit.training.lists`; Set-Encoder distillation).
+    whole_lists: bool = False
     model_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,7 +94,7 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
     for name in ("batch_size", "group_size", "grad_accum", "log_every", "dev_max_candidates"):
         if getattr(config, name) < 1:
             raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("keep_checkpoints",):
+    for name in ("keep_checkpoints", "workers"):
         if getattr(config, name) < 0:
             raise RankkitError(f"--{name.replace('_', '-')} must be at least 0")
     for name in ("save_every", "epochs", "max_steps"):

@@ -31,11 +31,15 @@ from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
 from rankkit.models import RankingModel, create_model
 from rankkit.models.checkpoint import is_checkpoint, save_model
+from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
 from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_config
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
+from rankkit.training.frozen import precompute_frozen_features
+from rankkit.training.lists import check_list_loss, list_teacher
+from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
@@ -73,9 +77,11 @@ class Trainer:
         if config.teacher is not None:
             teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
             teacher.check(self.groups)
+        if config.whole_lists:
+            teacher = list_teacher(self.groups, teacher, announce=dist.main)
         self.batches = MicroBatches(self.groups, seed=config.seed, batch_size=config.batch_size,
                                     group_size=config.group_size, grad_accum=config.grad_accum, rank=dist.rank,
-                                    world=dist.world_size, teacher=teacher)
+                                    world=dist.world_size, teacher=teacher, whole_lists=config.whole_lists)
         self.global_batch = config.batch_size * config.grad_accum * dist.world_size
         self.steps_per_epoch = self.batches.steps_per_epoch
         if self.steps_per_epoch == 0:
@@ -92,6 +98,8 @@ class Trainer:
             self.loss = get_loss("pointwise-ce", cls.output_type, cls.name)
         else:
             self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
+        if config.whole_lists:
+            check_list_loss(self.loss, config.group_size, self.groups, announce=dist.main)
         if teacher is None and self.loss.needs_teacher:
             raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
         if teacher is not None and not self.loss.uses_teacher and dist.main:
@@ -129,6 +137,7 @@ class Trainer:
             "data": [d["sha256"] for d in self.data], "batch_size": config.batch_size,
             "group_size": config.group_size, "grad_accum": config.grad_accum, "world_size": dist.world_size,
             "seed": config.seed, "total_steps": self.total_steps, "optimizer": config.optimizer,
+            **({"whole_lists": True} if config.whole_lists else {}),
             **({} if config.teacher_checkpoint is None
                else {"teacher_checkpoint": str(config.teacher_checkpoint), "alpha": config.alpha,
                      "distillation": config.distillation}),
@@ -138,6 +147,9 @@ class Trainer:
         }
         if self.resume_from is not None:
             self.restore(self.resume_from)
+        # After every load of weights (start checkpoint, resume): the table holds the final frozen encoder's vectors.
+        precompute_frozen_features(self.model, self.batches, self.total_steps, self.dev_groups if dist.main else (),
+                                   dev_max_candidates=config.dev_max_candidates, announce=dist.main)
         objective = (TrainingObjective(self.model, self.loss) if self.kd_teacher is None
                      else DistillationObjective(self.model, self.loss, config.alpha, config.distillation))
         self.objective: torch.nn.Module = objective
@@ -216,11 +228,14 @@ class Trainer:
         self.dist.barrier()
 
     # -- the loop -------------------------------------------------------------------------------
-    def train_step(self) -> float:
-        """One optimiser step over this rank's micro-batches; the loss averaged over processes."""
+    def train_step(self, micro_batches: Sequence[GroupBatch] | None = None) -> float:
+        """One optimiser step over this rank's micro-batches (prepared here unless given, e.g. by
+        :func:`~rankkit.training.loader.step_batches`); the loss averaged over processes."""
         c, total = self.config, 0.0
-        for m, batch in enumerate(self.batches.at_step(self.step)):
-            batch = self.model.prepare(batch).to(self.dist.device)
+        if micro_batches is None:
+            micro_batches = [self.model.prepare(b) for b in self.batches.at_step(self.step)]
+        for m, batch in enumerate(micro_batches):
+            batch = batch.to(self.dist.device)
             sync = m == c.grad_accum - 1 or not self.dist.active
             with (nullcontext() if sync else self.objective.no_sync()):  # type: ignore[operator]
                 # Autocast covers the forward pass and the loss only; backward runs outside it and
@@ -254,13 +269,14 @@ class Trainer:
                 + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} ({c.distillation}, alpha {c.alpha:g})" if self.kd_teacher else ""))
         running, started, start_step = 0.0, time.perf_counter(), self.step
+        prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=c.workers)
         with progress_bar("ex", transient=False) as bar:
             task = bar.add_task("training", total=self.total_steps * self.global_batch,
                                 completed=self.step * self.global_batch, visible=dist.main)
             while self.step < self.total_steps:
                 epoch = self.step // self.steps_per_epoch
                 lr_now = float(self.scheduler.get_last_lr()[0])
-                step_loss = self.train_step()
+                step_loss = self.train_step(next(prepared))
                 running = step_loss if self.step == start_step + 1 else 0.98 * running + 0.02 * step_loss
                 self.metrics["loss"] = step_loss
                 rate = (self.step - start_step) * self.global_batch / max(time.perf_counter() - started, 1e-9)

@@ -13,6 +13,14 @@ labels, and negatives drawn from the first-stage run's top ``depth``:
   BM25 top-N"), seeded by ``seed`` mixed with the qid, so a query gets the same negatives whatever
   the order or subset of queries; ``top`` takes the highest ranked.
 
+``teacher_list`` = K (``rankkit mine --run TEACHER --teacher-list K``) writes a teacher's whole
+lists instead (Set-Encoder distillation, :mod:`rankkit.training.lists`): each query's top K of the
+run, in run order, every candidate with its run score; judged ones (rel >= ``min_rel``) are the
+positives with their graded labels, the others negatives (no sampling, no judged document left
+out). A query whose top K holds no positive is skipped (counted); candidates without text are left
+out (counted). Pseudo-qrels from the teacher's own top ranks serve queries without judgments
+(docs/TRAINING.md).
+
 Texts come from a :mod:`rankkit.docstore`; a candidate without text is replaced by the next
 candidate (and counted), a positive without text is dropped (and counted). Each negative keeps
 its run score. Groups are written in the run's query order with
@@ -48,6 +56,8 @@ class MineConfig:
     skip_top: int = 0
     min_rel: int = 1
     seed: int = 0
+    #: Write each query's whole top ``teacher_list`` with scores (see the module docstring).
+    teacher_list: int | None = None
 
     def check(self) -> None:
         """One-line errors for impossible settings."""
@@ -61,6 +71,11 @@ class MineConfig:
             raise RankkitError(
                 f"--skip-top must be in [0, depth), got {self.skip_top} with --depth {self.depth}"
             )
+        if self.teacher_list is not None:
+            if self.teacher_list < 1:
+                raise RankkitError(f"--teacher-list must be at least 1, got {self.teacher_list}")
+            if self.skip_top:
+                raise RankkitError("--skip-top does not apply to --teacher-list (the teacher's list is kept whole)")
         if self.min_rel < 1:
             raise RankkitError(
                 f"--min-rel must be at least 1 (rel <= 0 means not relevant), got {self.min_rel}"
@@ -78,6 +93,7 @@ class MineReport:
     no_negatives: int = 0
     not_in_run: int = 0
     short: int = 0
+    no_positive_in_list: int = 0
     positives: int = 0
     negatives: int = 0
     min_negatives: int | None = None
@@ -105,6 +121,8 @@ class MineReport:
             f"{self.no_text:,} no positive with text, {self.no_negatives:,} no negative candidate",
             f"judged queries with a positive but absent from the run: {self.not_in_run:,}",
         ]
+        if self.no_positive_in_list:
+            out.append(f"queries skipped, no positive in the teacher's list: {self.no_positive_in_list:,}")
         if self.short:
             out.append(f"queries with fewer than {wanted} negatives: {self.short:,}")
         return out
@@ -153,6 +171,19 @@ def take_negatives(
     return [Passage(docid, text, 0, score) for docid, score, text in chosen]
 
 
+def teacher_list_group(qid: str, query: str, top: list[tuple[str, float]], judged: Mapping[str, int],
+                       store: DocStore, config: MineConfig, report: MineReport) -> TrainingGroup | None:
+    """The teacher's top list of one query as a group: every candidate with its score, positives graded."""
+    texts = store.get_many([docid for docid, _ in top], missing="skip")
+    report.missing_candidate_text.extend(docid for docid, _ in top if docid not in texts)
+    pos = [Passage(d, texts[d], judged[d], s) for d, s in top if d in texts and judged.get(d, 0) >= config.min_rel]
+    neg = [Passage(d, texts[d], 0, s) for d, s in top if d in texts and judged.get(d, 0) < config.min_rel]
+    if not pos:
+        report.no_positive_in_list += 1
+        return None
+    return TrainingGroup(qid, query, pos, neg)
+
+
 def iter_mined_groups(
     run: PathLike,
     qrels: Mapping[str, Mapping[str, int]],
@@ -188,6 +219,12 @@ def iter_mined_groups(
         pos = [Passage(docid, texts[docid], rel) for docid, rel in positives if docid in texts]
         if not pos:
             report.no_text += 1
+            continue
+        if config.teacher_list is not None:
+            group = teacher_list_group(qid, topics[qid], ranking[:config.teacher_list], judged, store, config, report)
+            if group is not None:
+                report.add_group(group)
+                yield group
             continue
         candidates = negative_candidates(ranking, judged, config)
         rank = {docid: i for i, (docid, _) in enumerate(ranking)}
@@ -226,10 +263,14 @@ def mine(
     judged = qrels if isinstance(qrels, Mapping) else read_qrels(qrels)
     queries = topics if isinstance(topics, Mapping) else read_topics(topics)
     report = MineReport()
-    log(
-        f"mining {config.negatives} {config.strategy} negatives per query from the top {config.depth} "
-        f"(skipping the first {config.skip_top}) of {run}; positives: rel >= {config.min_rel}"
-    )
+    if config.teacher_list is not None:
+        log(f"writing the top {config.teacher_list} of {run} per query with scores (teacher lists); "
+            f"positives: rel >= {config.min_rel}")
+    else:
+        log(
+            f"mining {config.negatives} {config.strategy} negatives per query from the top {config.depth} "
+            f"(skipping the first {config.skip_top}) of {run}; positives: rel >= {config.min_rel}"
+        )
     with progress_bar("q") as bar:
         task = bar.add_task("mining", total=count_run_queries(run))
         groups = iter_mined_groups(run, judged, queries, store, config, report, on_query=lambda: bar.advance(task))

@@ -66,6 +66,25 @@ def sample_group(group: TrainingGroup, group_size: int, rng: np.random.Generator
     )
 
 
+def whole_list(group: TrainingGroup, group_size: int) -> SampledGroup:
+    """A group's whole candidate list, no sampling: ``rankkit train --whole-lists``.
+
+    For the Set-Encoder's distillation stage (Schlatt et al., 2024, Set-Encoder: Permutation-Invariant
+    Inter-Passage Attention for Listwise Passage Re-Ranking with Cross-Encoders, §4.2-4.3: RankNet
+    on the teacher's ranking of 100 passages per query): the candidates, positives and negatives
+    together, in the teacher's order (score descending, ties by docid descending as trec_eval
+    orders a run) when every candidate carries a score, else positives then negatives as stored;
+    the first ``group_size``. Positives keep their graded labels (at least 1), negatives are 0.
+    """
+    cands = [(c, max(c.label, 1)) for c in group.pos] + [(c, 0) for c in group.neg]
+    if all(c.score is not None for c, _ in cands):
+        cands.sort(key=lambda item: item[0].docid, reverse=True)
+        cands.sort(key=lambda item: -float(item[0].score or 0.0))
+    cands = cands[:group_size]
+    return SampledGroup(group.qid, group.query, tuple(c.docid for c, _ in cands), tuple(c.text for c, _ in cands),
+                        tuple(label for _, label in cands), frozenset(p.docid for p in group.pos))
+
+
 def all_candidates(group: TrainingGroup, limit: int | None = None) -> SampledGroup:
     """Every positive then every negative of ``group`` (first ``limit``), for dev evaluation."""
     cands = list(group.pos) + list(group.neg)
@@ -101,6 +120,18 @@ class TeacherScores:
                 f"{self.source} has no scores for {len(missing)} of {len(groups)} training queries "
                 f"(first: {missing[0]!r}); the groups' qids must match the run's"
             )
+
+    @classmethod
+    def from_groups(cls, groups: Sequence[TrainingGroup], source: str = "the groups' scores") -> "TeacherScores | None":
+        """The scores the groups carry for every candidate (teacher lists of ``rankkit mine
+        --teacher-list``); ``None`` when some candidate has none."""
+        run: dict[str, dict[str, float]] = {}
+        for group in groups:
+            for c in list(group.pos) + list(group.neg):
+                if c.score is None:
+                    return None
+                run.setdefault(group.qid, {})[c.docid] = float(c.score)
+        return cls(run, source)
 
     def scores(self, qid: str, docids: Iterable[str]) -> list[float]:
         docs = self.run.get(qid, {})
@@ -179,7 +210,8 @@ class MicroBatches:
     """The sampled, collated micro-batches of any global step: a pure function of ``(seed, step)``."""
 
     def __init__(self, groups: Sequence[TrainingGroup], *, seed: int, batch_size: int, group_size: int,
-                 grad_accum: int, rank: int, world: int, teacher: "TeacherScores | None") -> None:
+                 grad_accum: int, rank: int, world: int, teacher: "TeacherScores | None",
+                 whole_lists: bool = False) -> None:
         self.groups = groups
         self.seed = seed
         self.batch_size = batch_size
@@ -188,6 +220,8 @@ class MicroBatches:
         self.rank = rank
         self.world = world
         self.teacher = teacher
+        #: Each group's whole list (:func:`whole_list`) instead of 1 positive + sampled negatives.
+        self.whole_lists = whole_lists
         self.steps_per_epoch = len(groups) // (batch_size * grad_accum * world)
         self._order: tuple[int, np.ndarray] | None = None
 
@@ -203,7 +237,8 @@ class MicroBatches:
         for m in range(self.grad_accum):
             idx = micro_batch_indices(self.order(epoch), i, m, self.rank, self.world, self.batch_size,
                                       self.grad_accum)
-            sampled = [sample_group(self.groups[j], self.group_size, group_rng(self.seed, epoch, int(j)))
+            sampled = [whole_list(self.groups[j], self.group_size) if self.whole_lists
+                       else sample_group(self.groups[j], self.group_size, group_rng(self.seed, epoch, int(j)))
                        for j in idx]
             out.append(collate(sampled, self.group_size, self.teacher))
         return out

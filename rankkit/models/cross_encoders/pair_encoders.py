@@ -9,8 +9,10 @@
 * ``bi`` (a documented CPU variant, not in the paper): the backbone encodes query and passage
   separately (its sentence-transformers pooling, unit length: exactly the zero-shot vectors) and
   ``h_i = [q; t; q*t; |q-t|]``; the cosine ``q . t`` is also returned as a skip score. A frozen
-  encoder stays in eval mode and its vectors are cached in memory by token ids, so later epochs
-  cost only the head.
+  encoder stays in eval mode and its vectors depend on the token ids only: the trainer encodes
+  every distinct text of a run once up front (:meth:`BiPairEncoder.precompute`, a table in memory
+  or on disk, :mod:`rankkit.models.cross_encoders.frozen_vectors`), so every epoch costs only the
+  head; texts outside that table (re-ranking) are cached in memory by token ids as they come.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ from __future__ import annotations
 import abc
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
+from rankkit.console import progress_bar
 from rankkit.errors import RankkitError
 from rankkit.models.backbone import position_limit, reset_attention_type
 from rankkit.models.base import l2_normalize
-from rankkit.models.inputs import pad, tokenize
+from rankkit.models.cross_encoders import frozen_vectors
+from rankkit.models.cross_encoders.frozen_vectors import FrozenVectors, ids_key
+from rankkit.models.inputs import length_order, pad, tokenize
 from rankkit.models.pooling import cls_pool, pool
 
 #: Cached ``bi`` vectors kept at most (a few hundred MB at 384 floats each).
@@ -155,6 +161,8 @@ class BiPairEncoder(PairEncoder):
         self.hidden = int(encoder.config.hidden_size)
         self.dim = 4 * self.hidden
         self._cache: dict[bytes, torch.Tensor] = {}
+        #: Vectors of every text of a training run, encoded once (:meth:`precompute`).
+        self.table: FrozenVectors | None = None
         if frozen:
             encoder.requires_grad_(False)
             encoder.eval()
@@ -177,12 +185,61 @@ class BiPairEncoder(PairEncoder):
         return {"q_input_ids": q_ids, "q_attention_mask": q_mask, "d_input_ids": d_ids,
                 "d_attention_mask": d_mask, "q_index": torch.tensor([where[q] for q in queries], dtype=torch.long)}
 
+    @torch.no_grad()
+    def precompute(self, queries: Sequence[str], texts: Sequence[str], *, batch_size: int = 64,
+                   memory_limit: int | None = None, spill_dir: str | None = None) -> FrozenVectors:
+        """Encode every distinct query and passage once into :attr:`table` (frozen encoders only).
+
+        Texts are tokenised exactly as :meth:`features` does, deduplicated by token ids and
+        encoded longest first in batches of ``batch_size`` (little padding) into a table held in
+        memory up to ``memory_limit`` bytes (default
+        :data:`~rankkit.models.cross_encoders.frozen_vectors.MEMORY_LIMIT`), else in a
+        memory-mapped file under ``spill_dir`` (default: the system's temporary folder); a step then looks
+        its vectors up instead of running the encoder. Vectors equal the per-step ones up to
+        float rounding (batch composition and padding differ).
+        """
+        if not self.frozen:
+            raise RankkitError("only a frozen encoder's vectors can be computed once (drop --tune-encoder)")
+        ids = tokenize(self.tokenizer, sorted(set(queries)), self.max_query_length)
+        ids += tokenize(self.tokenizer, sorted(set(texts)), self.max_length)
+        unique: dict[bytes, list[int]] = {}
+        for row in ids:
+            unique.setdefault(ids_key(np.asarray(row, dtype=np.int64)), row)
+        keys = list(unique)
+        order = length_order([len(unique[k]) for k in keys])
+        self.drop_table()
+        limit = frozen_vectors.MEMORY_LIMIT if memory_limit is None else memory_limit
+        table = FrozenVectors(len(keys), self.hidden, memory_limit=limit, spill_dir=spill_dir)
+        device = next(self.encoder.parameters()).device
+        pad_id = int(self.tokenizer.pad_token_id or 0)
+        with progress_bar("text") as bar:
+            task = bar.add_task("encoding frozen features", total=len(keys))
+            for start in range(0, len(order), batch_size):
+                chunk = [keys[i] for i in order[start:start + batch_size]]
+                input_ids, mask = pad([unique[k] for k in chunk], pad_id)
+                input_ids, mask = input_ids.to(device), mask.to(device)
+                out = self.encoder(input_ids=input_ids, attention_mask=mask, return_dict=True)
+                table.add(chunk, l2_normalize(pool(self.pooling, out.last_hidden_state, mask)))
+                bar.update(task, advance=len(chunk))
+        self.table = table
+        return table
+
+    def drop_table(self) -> None:
+        """Forget the precomputed vectors (and delete their file)."""
+        if self.table is not None:
+            self.table.close()
+            self.table = None
+
     def _embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Unit pooled vectors (segment ids 0, as all-MiniLM-L6-v2 was trained)."""
         if not self.frozen:
             out = self.encoder(input_ids=ids, attention_mask=mask, return_dict=True)
             return l2_normalize(pool(self.pooling, out.last_hidden_state, mask))
         keys = [ids[r, : int(mask[r].sum())].cpu().numpy().tobytes() for r in range(ids.shape[0])]
+        if self.table is not None:
+            hashed = [ids_key(k) for k in keys]
+            if all(h in self.table for h in hashed):
+                return self.table.lookup(hashed).to(ids.device)
         todo = [r for r, k in enumerate(keys) if k not in self._cache]
         if todo:
             rows = torch.tensor(todo, dtype=torch.long, device=ids.device)

@@ -1,0 +1,92 @@
+"""Batches prepared off the training thread (``--workers N``, rankkit.training.loader)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from training_helpers import tiny_backbone, write_groups
+
+from rankkit.errors import RankkitError
+from rankkit.formats import read_groups
+from rankkit.models import create_model
+from rankkit.training import TrainConfig, train
+from rankkit.training.loader import step_batches
+from rankkit.training.sampling import MicroBatches
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("loader")
+    return {"backbone": tiny_backbone(root / "tiny"), "groups": write_groups(root / "groups.jsonl")}
+
+
+def config(data: dict[str, Path], output: Path, **overrides: Any) -> TrainConfig:
+    settings: dict[str, Any] = dict(model="repbert", train=[data["groups"]], output=output, backbone=data["backbone"],
+                                    max_steps=8, batch_size=4, group_size=3, grad_accum=2, lr=1e-3, log_every=1,
+                                    seed=5, device="cpu")
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def losses(output: Path) -> list[float]:
+    lines = [json.loads(line) for line in (output / "train.log").read_text().splitlines()]
+    return [r["loss"] for r in lines if "loss" in r]
+
+
+def test_workers_hand_over_the_in_thread_batches_in_order(data: dict[str, Path]) -> None:
+    model = create_model("mono", data["backbone"])
+    batches = MicroBatches(read_groups(data["groups"]), seed=2, batch_size=3, group_size=4, grad_accum=2, rank=0,
+                           world=1, teacher=None)
+    here = list(step_batches(batches, model, 3, 9, workers=0))
+    there = list(step_batches(batches, model, 3, 9, workers=2))
+    assert len(here) == len(there) == 6
+    for a_step, b_step in zip(here, there):
+        assert len(a_step) == len(b_step) == 2
+        for a, b in zip(a_step, b_step):
+            assert (a.qids, a.docids) == (b.qids, b.docids)
+            assert a.features is not None and b.features is not None
+            assert all(torch.equal(x, y) for x, y in zip(a.features.pairs.values(), b.features.pairs.values()))
+
+
+@pytest.mark.parametrize("model", ["repbert", "mono"])
+def test_training_with_workers_gives_the_same_losses_and_weights(data: dict[str, Path], tmp_path: Path,
+                                                                 model: str) -> None:
+    train(config(data, tmp_path / "thread", model=model))
+    train(config(data, tmp_path / "workers", model=model, workers=2))
+    assert losses(tmp_path / "workers") == losses(tmp_path / "thread")
+    assert (tmp_path / "workers" / "model.safetensors").read_bytes() == (tmp_path / "thread" / "model.safetensors").read_bytes()
+
+
+def test_resume_with_workers_is_exact(data: dict[str, Path], tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    train(config(data, full, save_every=3, workers=2))
+    part = tmp_path / "part"
+
+    def crash(info: Any) -> None:
+        if info.step == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config(data, part, save_every=3, workers=2), callbacks=[crash])
+    train(config(data, part, save_every=3, workers=2, resume=True))
+    assert losses(part) == losses(full)
+    assert (part / "model.safetensors").read_bytes() == (full / "model.safetensors").read_bytes()
+
+
+def test_negative_workers_are_refused(data: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(RankkitError, match="--workers must be at least 0"):
+        train(config(data, tmp_path / "x", workers=-1))
+
+
+def test_cli_workers_option(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
+    args = ["train", "--model", "repbert", "--train", data["groups"], "--backbone", data["backbone"], "--max-steps", 2,
+            "--batch-size", 4, "--group-size", 3, "--device", "cpu", "--log-every", 1]
+    assert cli(*args, "--output", tmp_path / "a", "--workers", 1).code == 0
+    assert cli(*args, "--output", tmp_path / "b").code == 0
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+    bad = cli(*args, "--output", tmp_path / "c", "--workers", -1)
+    assert bad.code == 2 and "--workers must be at least 0" in bad.stderr
