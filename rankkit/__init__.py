@@ -13,7 +13,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from rankkit.version import __version__
 
 #: Names forwarded to :mod:`rankkit.api` on first access.
 API: tuple[str, ...] = ("dense_search", "evaluate", "fuse", "load_model", "load_qrels", "load_topics", "read_qrels",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable
 
-from rankkit import __version__
+from rankkit.version import __version__
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rankkit import __version__
+from rankkit.version import __version__
 from rankkit.console import log
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write

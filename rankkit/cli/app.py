@@ -27,7 +27,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from rankkit import __version__
+        from rankkit.version import __version__
 
         typer.echo(f"rankkit {__version__}")
         raise typer.Exit()

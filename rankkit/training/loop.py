@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from rankkit import __version__
+from rankkit.version import __version__
 from rankkit.console import log, progress_bar, warn
 from rankkit.devices import autocast, check_precision
 from rankkit.errors import RankkitError
