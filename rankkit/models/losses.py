@@ -214,8 +214,8 @@ class ListwiseSoftmaxLoss(Loss):
     help = "softmax cross-entropy of the positive among its group's candidates (LCE)"
     citation = ("Gao, Dai and Callan, 2021, Rethink Training of BERT Rerankers in Multi-Stage Retrieval "
                 "Pipeline (localised contrastive estimation)")
-
     first_slot_positive = True
+
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         return listwise_softmax_ce(output.scores, batch.mask)
 
@@ -248,8 +248,8 @@ class MarginMSELoss(Loss):
                 "Ranking Models with Cross-Architecture Knowledge Distillation")
     needs_teacher = True
     uses_teacher = True
-
     first_slot_positive = True
+
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         return margin_mse(output.scores, self.teacher(batch), batch.mask)
 
@@ -295,8 +295,8 @@ class MultiLabelMarginLoss(Loss):
     citation = ("Zhan, Mao, Liu, Zhang and Ma, 2020, RepBERT: Contextualized Text Embeddings for "
                 "First-Stage Retrieval (Eq. 4)")
     requires = InBatchOutput
-
     first_slot_positive = True
+
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         assert isinstance(output, InBatchOutput)
         return multilabel_margin(output.in_batch, output.positive)
@@ -308,8 +308,8 @@ class InBatchSoftmaxLoss(Loss):
     citation = ("Cai, Fan, Guo, Zhang, Lan and Cheng, 2021, A Discriminative Semantic Ranker for Question "
                 "Retrieval (DenseTrans, Eqs. 6-7)")
     requires = InBatchOutput
-
     first_slot_positive = True
+
     def __call__(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
         assert isinstance(output, InBatchOutput)
         return softmax_cross_entropy(output.in_batch, output.target, exclude=output.positive)
