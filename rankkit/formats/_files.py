@@ -561,8 +561,12 @@ def check_output(path: PathLike, option: str = "--output") -> None:
     shown = Path(path)
     if shown.is_dir():
         raise RankkitError(f"{option} {shown}: is a directory, expected a file")
-    target = Path(os.path.realpath(shown))
-    existing = _first_existing(target.parent)
+    _check_parent(shown, option)
+
+
+def _check_parent(shown: Path, option: str) -> None:
+    """Refuse an output whose nearest existing ancestor (its parents are created) is no writable folder."""
+    existing = _first_existing(Path(os.path.realpath(shown)).parent)
     if not existing.is_dir():
         raise RankkitError(f"{option} {shown}: {existing} is not a directory")
     if not _writable_dir(existing):
@@ -574,12 +578,7 @@ def check_output_dir(path: PathLike, option: str = "--index") -> None:
     shown = Path(path)
     if os.path.lexists(shown) and not shown.is_dir():
         raise RankkitError(f"{option} {shown}: exists and is not a directory")
-    target = Path(os.path.realpath(shown))
-    existing = _first_existing(target.parent)
-    if not existing.is_dir():
-        raise RankkitError(f"{option} {shown}: {existing} is not a directory")
-    if not _writable_dir(existing):
-        raise RankkitError(f"{option} {shown}: folder {existing} is not writable")
+    _check_parent(shown, option)
 
 
 def check_outputs(
