@@ -70,6 +70,32 @@ def test_bi_encoder_variant_starts_at_cosine_and_freezes(backbone: Path) -> None
     assert cos is not None and torch.allclose(scores, 20.0 * cos)
 
 
+def test_tuned_bi_encoder_encodes_in_length_chunks_with_the_same_vectors_and_gradients(backbone: Path) -> None:
+    from rankkit.models.base import l2_normalize
+    from rankkit.models.cross_encoders import pair_encoders
+    from rankkit.models.pooling import pool
+
+    model = build_model(Mono, backbone, {"encoder": "bi", "freeze_encoder": False})
+    model.eval()
+    encoder = model.pairs
+    texts = ["apple " * n for n in (1, 9, 3, 17, 2, 5, 11, 1, 7, 4)]
+    feats = encoder.features(["apple"] * len(texts), texts)
+    ids, mask = feats["d_input_ids"], feats["d_attention_mask"]
+    old_rows = pair_encoders.BUCKET_ROWS
+    pair_encoders.BUCKET_ROWS = 3  # four chunks of different widths
+    try:
+        chunked = encoder._embed(ids, mask)
+    finally:
+        pair_encoders.BUCKET_ROWS = old_rows
+    out = encoder.encoder(input_ids=ids, attention_mask=mask, return_dict=True)
+    whole = l2_normalize(pool(encoder.pooling, out.last_hidden_state, mask))
+    assert torch.allclose(chunked, whole, atol=1e-6)
+    weight = next(encoder.encoder.parameters())
+    grad_chunked = torch.autograd.grad(chunked.sum(), weight)[0]
+    grad_whole = torch.autograd.grad(whole.sum(), weight)[0]
+    assert torch.allclose(grad_chunked, grad_whole, atol=1e-5)
+
+
 def test_unknown_encoder_is_a_user_error(backbone: Path) -> None:
     with pytest.raises(RankkitError, match="--encoder must be one of cross, bi"):
         build_model(Mono, backbone, {"encoder": "poly"})
