@@ -62,6 +62,14 @@ from rankkit.formats import (
 
 ALL_MODELS = ["firstp", "maxp", "parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn",
               "parade-transformer", "matrank-split", "matrank"]
+#: Rows that are a registered model trained another way (not in the default --models): name -> (model, train options).
+VARIANT_ROWS: dict[str, tuple[str, list[Any]]] = {
+    # PARADE Table 7's "ELECTRA-MaxP" row: MaxP trained on passages that inherit their document's label.
+    "maxp-passage-ce": ("maxp", ["--loss", "passage-ce"]),
+    # PARADE Figure 1a's other score poolings (k-max pooling needs more than --k passages to differ from AvgP).
+    "avgp": ("avgp", []),
+    "kmaxp": ("kmaxp", []),
+}
 MEASURES = ["nDCG@20", "P@20", "AP"]
 #: Query tokens of every model here (the document models' default), so matrank's pair length is comparable.
 QUERY_TOKENS = 32
@@ -155,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT / "runs" / "time", help="prepare.py output (with folds/)")
     parser.add_argument("--output", type=Path, default=ROOT / "runs" / "bench-documents")
-    parser.add_argument("--models", default=",".join(ALL_MODELS), help="comma-separated models (bm25 always runs)")
+    parser.add_argument("--models", default=",".join(ALL_MODELS),
+                        help=f"comma-separated models (bm25 always runs); also the rows {', '.join(VARIANT_ROWS)}")
     parser.add_argument("--folds", type=int, default=0, help="test on the first N folds only (0: all)")
     parser.add_argument("--depth", type=int, default=20, help="documents re-ranked per query")
     parser.add_argument("--k", type=int, default=100, help="BM25 depth (and the negatives' pool)")
@@ -178,9 +187,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true", help="redo finished steps")
     args = parser.parse_args(argv)
     models = [m for m in args.models.split(",") if m and m != "bm25"]
-    unknown = sorted(set(models) - set(ALL_MODELS) - {"sump"})
+    unknown = sorted(set(models) - set(ALL_MODELS) - set(VARIANT_ROWS) - {"sump"})
     if unknown:
-        raise SystemExit(f"documents.py: error: unknown model(s) {', '.join(unknown)}; known: {', '.join(ALL_MODELS)}")
+        raise SystemExit(f"documents.py: error: unknown model(s) {', '.join(unknown)}; "
+                         f"known: {', '.join([*ALL_MODELS, *VARIANT_ROWS])}")
 
     bench = Steps(args.output, force=args.force, prog="documents.py")
     out, data = bench.out, args.data.resolve()
@@ -227,8 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         return merged
 
     runs = {"bm25": out / "runs" / "bm25.run"}
-    for model in models:
-        runs[model] = cross_validate(model, model, backbone)
+    for name in models:
+        model, variant_flags = VARIANT_ROWS.get(name, (name, []))
+        runs[name] = cross_validate(name, model, [*backbone, *variant_flags])
 
     kd_runs: dict[str, Path] = {}
     if args.kd:
@@ -272,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         for name in dict.fromkeys([*runs, *kd_runs]):  # the teacher may be in both
             if name == "bm25":
                 continue
-            model = args.kd_model if name.startswith(f"{args.kd_model}-L2") else name
+            model = args.kd_model if name.startswith(f"{args.kd_model}-L2") else VARIANT_ROWS.get(name, (name, []))[0]
             _, rerank_flags = model_flags(model, args)
             if model == "matrank-split" and "--max-pieces" in rerank_help:
                 rerank_flags = [*rerank_flags, "--max-pieces", args.timing_passages]
