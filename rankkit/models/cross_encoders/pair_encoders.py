@@ -244,12 +244,8 @@ class BiPairEncoder(PairEncoder):
         todo = [r for r, k in enumerate(keys) if k not in self._cache]
         if todo:
             rows = torch.tensor(todo, dtype=torch.long, device=ids.device)
-            sub_mask = mask[rows]
-            width = int(sub_mask.sum(dim=1).max())
             with torch.no_grad():
-                out = self.encoder(input_ids=ids[rows][:, :width], attention_mask=sub_mask[:, :width],
-                                   return_dict=True)
-                vectors = l2_normalize(pool(self.pooling, out.last_hidden_state, sub_mask[:, :width])).float().cpu()
+                vectors = self._embed_bucketed(ids[rows], mask[rows]).float().cpu()
             if len(self._cache) + len(todo) > CACHE_LIMIT:
                 self._cache.clear()
             for r, v in zip(todo, vectors):
@@ -257,7 +253,7 @@ class BiPairEncoder(PairEncoder):
         return torch.stack([self._cache[k] for k in keys]).to(ids.device)
 
     def _embed_bucketed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Unit pooled vectors of a trained encoder, in length-sorted chunks of :data:`BUCKET_ROWS` texts.
+        """Unit pooled vectors of the encoder, in length-sorted chunks of :data:`BUCKET_ROWS` texts.
 
         Each chunk is cut to its own longest text, so a group of short passages with one long one
         no longer pays attention over the long one's width for all of them (MS MARCO passages: about
@@ -265,7 +261,7 @@ class BiPairEncoder(PairEncoder):
         float rounding, in the input order.
         """
         lengths = mask.sum(dim=1)
-        order = torch.argsort(lengths, descending=True, stable=True)
+        order = torch.tensor(length_order(lengths.tolist()), dtype=torch.long, device=ids.device)
         parts = []
         for start in range(0, ids.shape[0], BUCKET_ROWS):
             rows = order[start:start + BUCKET_ROWS]
