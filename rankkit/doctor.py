@@ -154,6 +154,18 @@ def check_onnxruntime() -> Check:
                                        "backends: torch, onnx (fp32, int8)")
 
 
+def check_openvino() -> Check:
+    """OpenVINO (``--backend openvino``): version, and whether this CPU runs bf16 natively."""
+    try:
+        ov = importlib.import_module("openvino")
+        capabilities = [str(c) for c in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+    except Exception as err:
+        return Check("OpenVINO", False, f"not importable ({_error(err)})",
+                     "pip install openvino (only --backend openvino needs it)", required=False)
+    bf16 = "bf16 native" if "BF16" in capabilities else "no native bf16 (--precision bf16 runs fp32)"
+    return Check("OpenVINO", True, f"{ov.__version__.split('-')[0]}; CPU {', '.join(capabilities)}; {bf16}")
+
+
 def check_ir_measures() -> Check:
     version = _version("ir-measures")
     return Check("ir_measures", version is not None, version or "not installed", "pip install ir-measures")
@@ -193,6 +205,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_anserini_runs,
     check_faiss,
     check_onnxruntime,
+    check_openvino,
     check_ir_measures,
     check_minilm,
 )

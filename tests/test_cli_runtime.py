@@ -42,7 +42,10 @@ def rerank(cli: Any, data: dict[str, Path], out: Path, *extra: object) -> Any:
 def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
     runs = {}
     for name, extra in (("torch", ()), ("onnx", ("--backend", "onnx", "--threads", 1)),
-                        ("int8", ("--backend", "onnx", "--quantize", "int8")), ("bf16", ("--precision", "bf16"))):
+                        ("int8", ("--backend", "onnx", "--quantize", "int8")), ("bf16", ("--precision", "bf16")),
+                        ("openvino", ("--backend", "openvino", "--threads", 1)),
+                        ("openvino-again", ("--backend", "openvino", "--threads", 1)),
+                        ("openvino-bf16", ("--backend", "openvino", "--precision", "bf16"))):
         result = rerank(cli, data, tmp_path / f"{name}.run", *extra)
         assert result.code == 0, result.stderr
         runs[name] = read_run(tmp_path / f"{name}.run")
@@ -50,12 +53,18 @@ def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path]
     for qid, docs in runs["torch"].items():
         for docid, score in docs.items():
             assert runs["onnx"][qid][docid] == pytest.approx(score, abs=1e-4)
+            assert runs["openvino"][qid][docid] == pytest.approx(score, abs=1e-4)
         assert set(runs["int8"][qid]) == set(docs) and set(runs["bf16"][qid]) == set(docs)
+        assert set(runs["openvino-bf16"][qid]) == set(docs)
+    # OpenVINO reruns byte for byte (same inputs, same threads).
+    assert (tmp_path / "openvino.run").read_bytes() == (tmp_path / "openvino-again.run").read_bytes()
 
 
 @pytest.mark.parametrize("extra, message", [
-    (("--backend", "onnx", "--precision", "bf16"), "--precision bf16 runs on --backend torch only"),
+    (("--backend", "onnx", "--precision", "bf16"), "--precision bf16 runs on --backend torch or openvino"),
     (("--quantize", "int8"), "--quantize int8 needs --backend onnx"),
+    (("--backend", "openvino", "--quantize", "int8"), "--quantize int8 needs --backend onnx"),
+    (("--backend", "openvino", "--precision", "fp16"), "--backend openvino runs --precision fp32 or bf16"),
     (("--backend", "tvm"), "unknown backend 'tvm'"),
     (("--backend", "onnx", "--device", "cpu", "--threads", 0), "--threads"),
 ])
@@ -86,7 +95,7 @@ def test_dense_index_and_retrieve_on_onnx(cli: Any, data: dict[str, Path], tmp_p
         checkpoint = save_model(build_model(DenseTrans, data["backbone"], {"d_model": 24, "num_heads": 2}),
                                 tmp_path / "densetrans", {})
     runs = {}
-    for backend in ("torch", "onnx"):
+    for backend in ("torch", "onnx", "openvino"):
         index = tmp_path / f"index-{backend}"
         result = cli("index", "--kind", "dense", "--model", model, "--checkpoint", checkpoint,
                      "--corpus", data["corpus"], "--index", index, "--backend", backend, "--threads", 1)
@@ -98,9 +107,10 @@ def test_dense_index_and_retrieve_on_onnx(cli: Any, data: dict[str, Path], tmp_p
         assert result.code == 0, result.stderr
         runs[backend] = read_run(tmp_path / f"{backend}.run")
     for qid, docs in runs["torch"].items():
-        assert list(runs["onnx"][qid]) == list(docs)
-        for docid, score in docs.items():
-            assert runs["onnx"][qid][docid] == pytest.approx(score, abs=1e-4)
+        for backend in ("onnx", "openvino"):
+            assert list(runs[backend][qid]) == list(docs)
+            for docid, score in docs.items():
+                assert runs[backend][qid][docid] == pytest.approx(score, abs=1e-4)
 
 
 def test_resumed_encoding_must_use_the_same_backend(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:

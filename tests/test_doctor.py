@@ -26,6 +26,7 @@ def test_doctor_reports_every_component(cli) -> None:
         "Anserini",
         "faiss",
         "ONNX",
+        "OpenVINO",
         "ir_measures",
         "MiniLM",
     ]

@@ -82,6 +82,16 @@ def test_export_round_trip(backbone: Path, name: str, settings: dict[str, Any], 
               f"probe cosine to fp32 min {record['cosine_min']:.4f} mean {record['cosine_mean']:.4f}")
     assert all(-1.0 <= t <= 1.0 for t in taus)
     assert record["quantize"] == "int8" and record["cosine_mean"] > 0.9
+    # OpenVINO runs the same export: fp32 within 1e-4 of torch, bf16 (native bf16 CPUs) close.
+    on_openvino = copy.deepcopy(model)
+    use_runtime(on_openvino, Runtime("openvino"))
+    for ref, out in zip(reference, on_openvino.rerank_scores(QUERIES, candidates, batch_size=5)):
+        assert torch.allclose(out, ref, atol=1e-4, rtol=0), float((out - ref).abs().max())
+    bf16 = copy.deepcopy(model)
+    use_runtime(bf16, Runtime("openvino", precision="bf16"))
+    taus = [kendall(ref, out) for ref, out in zip(reference, bf16.rerank_scores(QUERIES, candidates, batch_size=5))]
+    with capsys.disabled():
+        print(f"{name} {settings}: OpenVINO bf16 Kendall tau to torch per query {[round(t, 3) for t in taus]}")
 
 
 def test_bi_encoder_round_trip_and_zero_shot_cache(backbone: Path, cache: Path) -> None:
@@ -140,6 +150,29 @@ def test_failed_check_refuses_and_leaves_nothing(backbone: Path, cache: Path, mo
     assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
 
 
+def test_openvino_check_refuses_a_differing_run(backbone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenVINO's fp32 run is checked against torch each time it is compiled, and refused when it differs."""
+    model = build_model(get_model_class("mono"), backbone).eval()
+    use_runtime(copy.deepcopy(model), Runtime("onnx"))  # the checked ONNX export, now cached
+    monkeypatch.setattr(rt, "TOLERANCE", -1.0)
+    with pytest.raises(RankkitError, match="OpenVINO's fp32 run of .* differs from torch"):
+        use_runtime(model, Runtime("openvino"))
+    assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
+
+
+def test_export_uses_eager_attention_and_restores_the_model(backbone: Path) -> None:
+    """The export runs a transformers encoder with eager attention (no SDPA mask nodes) and gives it back as it was."""
+    import onnx
+
+    model = build_model(get_model_class("mono"), backbone).eval()
+    encoder = model.pairs.encoder
+    before = encoder.config._attn_implementation
+    (path,) = use_runtime(copy.deepcopy(model), Runtime("onnx"))
+    assert encoder.config._attn_implementation == before
+    ops = {node.op_type for node in onnx.load(str(path)).graph.node}
+    assert "IsNaN" not in ops and "Softmax" in ops
+
+
 def test_a_model_without_encoder_slots_refuses_onnx(backbone: Path) -> None:
     from rankkit.models.base import RankingModel
 
@@ -183,7 +216,10 @@ def test_densetrans_round_trip(backbone: Path, variant: str) -> None:
 
 
 @pytest.mark.parametrize("runtime, device, message", [
-    (Runtime("onnx", precision="bf16"), None, "--precision bf16 runs on --backend torch only"),
+    (Runtime("onnx", precision="bf16"), None, "--precision bf16 runs on --backend torch or openvino"),
+    (Runtime("openvino", "int8"), None, "--quantize int8 needs --backend onnx"),
+    (Runtime("openvino", precision="fp16"), None, "--backend openvino runs --precision fp32 or bf16"),
+    (Runtime("openvino"), torch.device("cuda"), "--backend openvino runs on the CPU"),
     (Runtime("torch", "int8"), None, "--quantize int8 needs --backend onnx"),
     (Runtime("onnx"), torch.device("cuda"), "--backend onnx runs on the CPU"),
     (Runtime("tensorrt"), None, "unknown backend 'tensorrt'"),

@@ -69,7 +69,7 @@ def explain_command(
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index) as store:
         expl = explain_query(ranker, run, queries, store, qid, depth=depth,  # type: ignore[arg-type]
-                             precision=runtime.precision)
+                             precision=runtime.torch_precision)
     plot_explanation(expl, output)
     table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)
     for name in ("rank", "was", "docid", "vote", "beta", "omega", "passage"):

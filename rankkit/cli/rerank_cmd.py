@@ -91,5 +91,5 @@ def rerank_command(
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
         rerank_run(ranker, run, queries, store, output, depth=depth, batch_size=batch_size,
-                   max_length=max_length, device=chosen, tag=runtag, precision=runtime.precision, dist=dist)
+                   max_length=max_length, device=chosen, tag=runtag, precision=runtime.torch_precision, dist=dist)
     dist.close()

@@ -17,8 +17,8 @@ PANEL = "Inference backend"
 
 def backend_option(default: Optional[str] = "torch") -> Any:
     return typer.Option(default, "--backend", rich_help_panel=PANEL,
-                        help="torch, or onnx (ONNX Runtime on the CPU; exported once per checkpoint, checked "
-                             "against torch, cached).")
+                        help="torch; onnx (ONNX Runtime on the CPU) or openvino (OpenVINO on the CPU): both run an "
+                             "ONNX export built once per checkpoint, checked against torch, cached.")
 
 
 def quantize_option(default: Optional[str] = "none") -> Any:
@@ -28,7 +28,8 @@ def quantize_option(default: Optional[str] = "none") -> Any:
 
 def precision_option(default: Optional[str] = "fp32") -> Any:
     return typer.Option(default, "--precision", rich_help_panel=PANEL,
-                        help="fp32, or bf16 autocast (--backend torch; fp16: CUDA only).")
+                        help="fp32, or bf16 (torch: autocast; openvino: bf16 inference on CPUs with native bf16); "
+                             "fp16: torch on CUDA only.")
 
 
 def threads_option() -> Any:
@@ -44,7 +45,7 @@ def runtime_of(backend: Optional[str], quantize: Optional[str], threads: Optiona
 
 
 def device_for(device: Optional[str], runtime: Any) -> str:
-    """``--device auto`` means the CPU for ``--backend onnx`` (ONNX Runtime runs there)."""
-    if (device is None or device == "auto") and runtime.backend == "onnx":
+    """``--device auto`` means the CPU for ``--backend onnx``/``openvino`` (they run there)."""
+    if (device is None or device == "auto") and runtime.backend != "torch":
         return "cpu"
     return device or "auto"

@@ -190,7 +190,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         # What computed the vectors; left out for the default so that earlier encodings still resume.
         manifest["runtime"] = numerics
     done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
-                             chunk_size=chunk_size, shard=(index, count), precision=runtime.precision, dist=dist)
+                             chunk_size=chunk_size, shard=(index, count), precision=runtime.torch_precision, dist=dist)
     requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
     meta = new_manifest(
         "dense" if count == 1 else "dense-shard", Path(corpus),

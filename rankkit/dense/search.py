@@ -77,7 +77,7 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
         task = bar.add_task("searching", total=len(qids))
         for start in range(0, len(qids), batch_size):
             batch = qids[start:start + batch_size]
-            with autocast(runtime.precision, model.device):
+            with autocast(runtime.torch_precision, model.device):
                 vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
             scores, rows = index.search(np.ascontiguousarray(vectors.numpy(), dtype=np.float32), depth)
             for qid, row_scores, row_ids in zip(batch, scores, rows):

@@ -1,4 +1,4 @@
-"""Inference backends for a model's transformer encoder: torch (eager) or ONNX Runtime, fp32 or int8.
+"""Inference backends for a model's transformer encoder: torch, ONNX Runtime (fp32, int8) or OpenVINO (fp32, bf16).
 
 ``--backend onnx`` swaps each exportable encoder of a model (its :class:`EncoderSlot`) for an
 :class:`OrtEncoder` with the same call signature: a Hugging Face encoder keeps being called as
@@ -25,9 +25,19 @@ Exports:
   the int8 export (``quantize_dynamic``, per-channel QInt8 weights, dynamic uint8 activations) is
   compared with the fp32 one and its cosine logged.
 
+``--backend openvino`` runs the same checked ONNX export through OpenVINO's CPU plug-in
+(``openvino.Core.compile_model``) at ``--precision fp32`` (checked against torch within
+:data:`TOLERANCE` every time it is compiled, refused otherwise) or ``bf16`` (on CPUs with native
+bf16, AVX512-BF16 or AMX; its cosine to torch is logged). OpenVINO compiles the graph itself, so
+nothing beyond the ONNX file is cached.
+
 Exported with torch's TorchScript exporter (``dynamo=False``, opset 17) with dynamic batch and
 sequence axes; the encoder is wrapped so that its inputs are passed by keyword (transformers 5.x
 refuses positional ones) and the torch side is in eval mode for the export and the reference.
+A transformers encoder is exported with its ``eager`` attention (the same computation as the
+default ``sdpa``): the SDPA export's boolean mask becomes ``Where``/``IsNaN`` nodes over every
+attention matrix, which cost 16% of the int8 graph's time (ONNX Runtime's profiler on MiniLM), and
+the eager graph re-ranks ~1.25x faster at int8 (docs/RESULTS.md, issue 16).
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -50,10 +61,10 @@ from rankkit.console import log
 from rankkit.devices import PRECISIONS, check_precision
 from rankkit.errors import RankkitError
 
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("torch", "onnx", "openvino")
 QUANTIZATIONS = ("none", "int8")
 #: Bumped when the export procedure changes, so older cached exports are rebuilt.
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: transformers encoders exported with eager attention
 OPSET = 17
 #: Largest absolute difference allowed between torch's and the fp32 export's outputs on the probe batch.
 TOLERANCE = 1e-4
@@ -79,21 +90,30 @@ class Runtime:
         if self.threads is not None and self.threads < 1:
             raise RankkitError(f"--threads must be at least 1, got {self.threads}")
         if self.quantize == "int8" and self.backend != "onnx":
-            raise RankkitError("--quantize int8 needs --backend onnx (ONNX Runtime's dynamic int8)")
-        if self.backend == "onnx":
-            if self.precision != "fp32":
-                raise RankkitError(f"--precision {self.precision} runs on --backend torch only; --backend onnx "
-                                   "runs fp32 (or --quantize int8)")
+            raise RankkitError("--quantize int8 needs --backend onnx (ONNX Runtime's dynamic int8); --backend "
+                               "openvino runs fp32 or --precision bf16")
+        if self.backend == "onnx" and self.precision != "fp32":
+            raise RankkitError(f"--precision {self.precision} runs on --backend torch or openvino; --backend onnx "
+                               "runs fp32 (or --quantize int8)")
+        if self.backend == "openvino" and self.precision not in ("fp32", "bf16"):
+            raise RankkitError(f"--backend openvino runs --precision fp32 or bf16, not {self.precision}")
+        if self.backend != "torch":
             if device is not None and device.type != "cpu":
-                raise RankkitError("--backend onnx runs on the CPU; use --device cpu (or --backend torch on "
-                                   f"{device.type})")
+                raise RankkitError(f"--backend {self.backend} runs on the CPU; use --device cpu (or --backend torch "
+                                   f"on {device.type})")
         elif device is not None:
             check_precision(self.precision, device)
+
+    @property
+    def torch_precision(self) -> str:
+        """The autocast precision of the model's torch code: the backend's own on torch, else fp32
+        (an exported encoder runs at its backend's precision; the heads around it stay fp32)."""
+        return self.precision if self.backend == "torch" else "fp32"
 
     def describe(self) -> str:
         """``onnx int8, 2 threads`` style summary for log lines."""
         parts = [self.backend + (" int8" if self.quantize == "int8" else "")]
-        if self.backend == "torch" and self.precision != "fp32":
+        if self.precision != "fp32":
             parts.append(self.precision)
         if self.threads is not None:
             parts.append(f"{self.threads} thread{'s' * (self.threads > 1)}")
@@ -308,14 +328,16 @@ def _compare(reference: torch.Tensor, out: torch.Tensor, feeds: dict[str, torch.
     return diff, torch.nn.functional.cosine_similarity(ref, got, dim=-1)
 
 
-def check_against(slot: EncoderSlot, path: Path, reference_of: Any) -> tuple[float, torch.Tensor]:
-    """Largest difference and pooled cosines of the export at ``path`` against ``reference_of(feeds)``
-    over every probe batch; a graph that cannot run a probe shape is refused."""
+def check_against(slot: EncoderSlot, path: Path | Callable[[dict[str, torch.Tensor]], torch.Tensor],
+                  reference_of: Any) -> tuple[float, torch.Tensor]:
+    """Largest difference and pooled cosines of the export at ``path`` (run by ONNX Runtime), or of a
+    runner ``path(feeds)``, against ``reference_of(feeds)`` over every probe batch; a graph that
+    cannot run a probe shape is refused."""
     worst, cosines = 0.0, []
     for lengths in PROBE_LENGTHS:
         feeds = probe_batch(slot, lengths)
         try:
-            out = _run_probe(path, slot, feeds)
+            out = _run_probe(path, slot, feeds) if isinstance(path, Path) else path(feeds).float()
         except Exception as err:
             raise RankkitError(f"the ONNX export of {slot.name} fails on a batch of another shape "
                                f"({' '.join(str(err).split())[:160]}); use --backend torch") from None
@@ -331,6 +353,7 @@ def export_onnx(slot: EncoderSlot, path: Path) -> None:
     was_training = module.training
     module.eval()
     feeds = probe_batch(slot)
+    attention = _eager_attention(module)
     dynamic = {name: {0: "batch", 1: "sequence"} for name in slot.inputs}
     dynamic["output"] = {0: "batch"} if slot.call in ("vectors", "logits") else {0: "batch", 1: "sequence"}
     try:
@@ -343,6 +366,21 @@ def export_onnx(slot: EncoderSlot, path: Path) -> None:
                            f"{' '.join(str(err).split())[:200]}); use --backend torch") from None
     finally:
         module.train(was_training)
+        if attention is not None:
+            module.set_attn_implementation(attention)  # type: ignore[operator]
+
+
+def _eager_attention(module: nn.Module) -> str | None:
+    """Switch a transformers model to eager attention for the export; returns the implementation to restore."""
+    config = getattr(module, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if current is None or current == "eager" or not hasattr(module, "set_attn_implementation"):
+        return None
+    try:
+        module.set_attn_implementation("eager")  # type: ignore[operator]
+    except (ValueError, ImportError, AttributeError):
+        return None  # an architecture without eager attention exports as it is (and is still checked)
+    return str(current)
 
 
 @contextlib.contextmanager
@@ -378,6 +416,62 @@ def new_session(path: Path, threads: int | None) -> Any:
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: its warnings would break rankkit's one-line output
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+class OpenVinoSession:
+    """An OpenVINO CPU compiled model behind the two calls :class:`OrtEncoder` makes of an ONNX Runtime
+    session (``get_inputs()``, ``run(None, feeds)``), so one wrapper serves both backends.
+
+    ``precision``: ``bf16`` asks the CPU plug-in for bf16 inference (native on AVX512-BF16 and AMX
+    CPUs; elsewhere OpenVINO keeps f32, and :attr:`precision` says which ran); ``fp32`` pins f32
+    (OpenVINO's own default is bf16 where the CPU has it). Threads are not pinned to cores, so
+    parallel one-thread jobs do not land on the same core.
+    """
+
+    def __init__(self, path: Path, threads: int | None, precision: str) -> None:
+        try:
+            import openvino as ov
+        except ImportError:
+            raise RankkitError("--backend openvino needs OpenVINO (pip install openvino); or use --backend onnx") from None
+        core = ov.Core()
+        config = {"INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32",
+                  "INFERENCE_NUM_THREADS": int(threads) if threads else torch.get_num_threads(),
+                  "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
+        try:
+            with _quiet_warnings():
+                self.compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        except Exception as err:
+            raise RankkitError(f"OpenVINO cannot compile {path} ({type(err).__name__}: "
+                               f"{' '.join(str(err).split())[:200]}); use --backend onnx") from None
+        self.request = self.compiled.create_infer_request()
+        ran = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.precision = "bf16" if "bf16" in str(ran) or "bfloat16" in str(ran) else "fp32"
+        self.inputs = [SimpleNamespace(name=port.get_any_name(),
+                                       type="tensor(bool)" if port.get_element_type() == ov.Type.boolean
+                                       else "tensor(int64)") for port in self.compiled.inputs]
+
+    def get_inputs(self) -> list[SimpleNamespace]:
+        return self.inputs
+
+    def run(self, outputs: None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.request.infer(feeds)
+        return [np.array(self.request.get_output_tensor(0).data, dtype=np.float32, copy=True)]
+
+
+def openvino_encoder(slot: EncoderSlot, path: Path, runtime: Runtime) -> OrtEncoder:
+    """The checked fp32 export at ``path`` compiled by OpenVINO, checked against torch on the probe
+    batches: within :data:`TOLERANCE` at fp32 or refused; at bf16 its pooled cosine is logged."""
+    session = OpenVinoSession(path, runtime.threads, runtime.precision)
+    encoder = OrtEncoder(session, slot, getattr(slot.module, "config", None), f"{path.name} (OpenVINO {session.precision})")
+    diff, cosine = check_against(slot, encoder.run, lambda feeds: _reference(slot, feeds))
+    if session.precision == "fp32" and not diff <= TOLERANCE:
+        raise RankkitError(f"OpenVINO's fp32 run of {slot.name} differs from torch by {diff:.2e} (> {TOLERANCE:g}) on "
+                           "the probe batch; refusing it: use --backend onnx or torch")
+    if runtime.precision == "bf16" and session.precision != "bf16":
+        log("this CPU has no native bf16: OpenVINO runs fp32")
+    log(f"OpenVINO {session.precision} {slot.name}: max difference to torch {diff:.1e}, pooled-vector cosine "
+        f"min {float(cosine.min()):.5f}, mean {float(cosine.mean()):.5f} on the probe batch")
+    return encoder
 
 
 def _run_probe(path: Path, slot: EncoderSlot, feeds: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -516,8 +610,9 @@ def prepare_export(slot: EncoderSlot, quantize: str, checkpoint: str | os.PathLi
 
 def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.PathLike[str] | None = None,
                 device: torch.device | None = None) -> list[Path]:
-    """Put ``model`` on ``runtime``: threads set, and with ``--backend onnx`` its encoders swapped for
-    checked ONNX Runtime sessions (built or reused). Returns the export files in use.
+    """Put ``model`` on ``runtime``: threads set, and with ``--backend onnx``/``openvino`` its encoders
+    swapped for checked ONNX Runtime sessions / OpenVINO compiled models of the (built or reused)
+    ONNX export. Returns the export files in use.
 
     ``checkpoint`` is where the weights came from (exports are kept beside a writable rankkit
     checkpoint). A model without an exportable encoder refuses ``--backend onnx`` in one line.
@@ -533,16 +628,20 @@ def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.Path
     for slot in slots:
         module = slot.module
         if isinstance(module, OrtEncoder):
-            raise RankkitError(f"{slot.name} already runs on ONNX Runtime")
+            raise RankkitError(f"{slot.name} already runs on {module.label}")
         path = prepare_export(slot, runtime.quantize, checkpoint)
-        config = getattr(module, "config", None)
-        setattr(slot.owner, slot.attribute, OrtEncoder(new_session(path, runtime.threads), slot, config, path.name))
+        if runtime.backend == "openvino":
+            encoder = openvino_encoder(slot, path, runtime)
+        else:
+            encoder = OrtEncoder(new_session(path, runtime.threads), slot, getattr(module, "config", None), path.name)
+        setattr(slot.owner, slot.attribute, encoder)
         used.append(path)
-    log(f"running {', '.join(s.name for s in slots)} on ONNX Runtime ({runtime.describe()}): "
+    engine = "OpenVINO" if runtime.backend == "openvino" else "ONNX Runtime"
+    log(f"running {', '.join(s.name for s in slots)} on {engine} ({runtime.describe()}): "
         + ", ".join(str(p) for p in used))
     return used
 
 
-__all__ = ["BACKENDS", "EXPORT_VERSION", "QUANTIZATIONS", "TOLERANCE", "EncoderSlot", "OrtEncoder", "Runtime",
+__all__ = ["BACKENDS", "EXPORT_VERSION", "QUANTIZATIONS", "TOLERANCE", "EncoderSlot", "OpenVinoSession", "OrtEncoder", "Runtime",
            "cache_root", "export_folder", "hf_slot", "new_session", "prepare_export", "probe_batch", "use_runtime",
            "weights_key"]
