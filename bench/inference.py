@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""CPU inference backends: rankkit torch / onnx / onnx-int8 against sentence-transformers, speed and DL19 quality.
+"""CPU inference backends: rankkit torch / onnx / onnx-int8 / openvino / openvino-bf16 against sentence-transformers, speed and DL19 quality.
 
     python bench/inference.py --output runs/bench-inference                 # every step
     python bench/inference.py --output runs/bench-inference --steps rerank  # one step again
@@ -14,7 +14,7 @@ negatives), ``rankkit train --model mono`` (cross-encoder on the packaged MiniLM
 ``rerank``: DL19's BM25 top-100 (43 queries x 100 = 4,300 pairs, ``examples/data/dl19``) re-ranked
 by the zero-shot bi-encoder (``repbert``: the packaged all-MiniLM-L6-v2, cosine) and by the trained
 ``mono``, each through ``rerank_scores`` in chunks of ~1024 pairs as ``rankkit rerank`` does, on
-``--backend torch``, ``onnx`` and ``onnx --quantize int8``; then sentence-transformers on the
+``--backend torch``, ``onnx``, ``onnx --quantize int8``, ``openvino`` and ``openvino --precision bf16``; then sentence-transformers on the
 same weights and inputs: ``SentenceTransformer(backend="torch")`` (the same MiniLM folder) and
 ``CrossEncoder(backend="torch")`` on the mono's weights written as a ``BertForSequenceClassification``
 folder (its pooler set to ``0.001 I``, the classifier to ``1000 w``, so that ``tanh(0.001 h) * 1000 w``
@@ -53,7 +53,8 @@ from harness import ROOT, Steps
 DL19 = ROOT / "examples" / "data" / "dl19"
 DL20 = ROOT / "examples" / "data" / "dl20"
 STEPS = ("mono", "rerank", "encode")
-BACKENDS = {"torch": ("torch", "none"), "onnx": ("onnx", "none"), "onnx-int8": ("onnx", "int8")}
+BACKENDS = {"torch": ("torch", "none", "fp32"), "onnx": ("onnx", "none", "fp32"), "onnx-int8": ("onnx", "int8", "fp32"),
+            "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16")}
 MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu"]
 #: Near-identity pooler of the CrossEncoder copy of mono: tanh(EPS * h) / EPS = h (1 - (EPS h)^2 / 3 ...).
 EPS = 1e-3
@@ -129,9 +130,9 @@ def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int
     from rankkit.models.runtime import Runtime, use_runtime
 
     model = load_for_inference(name, checkpoint)
-    engine, quantize = BACKENDS[backend]
+    engine, quantize, precision = BACKENDS[backend]
     started = time.perf_counter()
-    use_runtime(model, Runtime(engine, quantize, threads), checkpoint=checkpoint)
+    use_runtime(model, Runtime(engine, quantize, threads, precision), checkpoint=checkpoint)
     return model, time.perf_counter() - started
 
 
