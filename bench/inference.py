@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""CPU inference backends: rankkit torch / onnx / onnx-int8 / openvino / openvino-bf16 against sentence-transformers, speed and DL19 quality.
+"""CPU inference backends: rankkit torch / onnx / onnx-int8 / openvino / openvino-bf16 against sentence-transformers.
 
     python bench/inference.py --output runs/bench-inference                 # every step
     python bench/inference.py --output runs/bench-inference --steps rerank  # one step again
@@ -14,11 +14,13 @@ negatives), ``rankkit train --model mono`` (cross-encoder on the packaged MiniLM
 ``rerank``: DL19's BM25 top-100 (43 queries x 100 = 4,300 pairs, ``examples/data/dl19``) re-ranked
 by the zero-shot bi-encoder (``repbert``: the packaged all-MiniLM-L6-v2, cosine) and by the trained
 ``mono``, each through ``rerank_scores`` in chunks of ~1024 pairs as ``rankkit rerank`` does, on
-``--backend torch``, ``onnx``, ``onnx --quantize int8``, ``openvino`` and ``openvino --precision bf16``; then sentence-transformers on the
+``--backend torch``, ``onnx``, ``onnx --quantize int8``, ``openvino`` and ``openvino --precision
+bf16``; then sentence-transformers on the
 same weights and inputs: ``SentenceTransformer(backend="torch")`` (the same MiniLM folder) and
-``CrossEncoder(backend="torch")`` on the mono's weights written as a ``BertForSequenceClassification``
-folder (its pooler set to ``0.001 I``, the classifier to ``1000 w``, so that ``tanh(0.001 h) * 1000 w``
-= mono's ``w . h`` to ~1e-5 relative: same encoder, same scores). Pairs/s = pairs / wall seconds of
+``CrossEncoder(backend="torch")`` on the mono checkpoint itself (``--hf-head``, the default, saves a
+``BertForSequenceClassification`` folder; a ``--rankkit-head`` mono is written as one with its pooler
+set to ``0.001 I`` and the classifier to ``1000 w``, so that ``tanh(0.001 h) * 1000 w`` = mono's
+``w . h`` to ~1e-5 relative: same encoder, same scores). Pairs/s = pairs / wall seconds of
 the scoring call (model loading and the one-time ONNX export excluded; ``set-up s`` is the
 backend's set-up: hashing the weights, export and check or cache lookup, session creation),
 DL19 nDCG@10 of each run (rankkit's evaluation; DL19 is only evaluated).
@@ -27,13 +29,24 @@ DL19 nDCG@10 of each run (rankkit's evaluation; DL19 is only evaluated).
 ``--batch-size``) with the zero-shot bi-encoder on each backend and with
 ``SentenceTransformer.encode``; cosine of every vector to rankkit's torch fp32 vector.
 
-sentence-transformers' ``backend="onnx"``/``"openvino"`` need ``optimum-onnx``/``optimum-intel``,
-which require transformers < 4.58 while sentence-transformers 6.2 requires transformers >= 5: no
-install of them works beside rankkit's stack, so those rows are listed as not runnable (the
-reason is printed), not measured.
+``peers`` (with ``--peer-python``): sentence-transformers' ``backend="onnx"``, ONNX-int8,
+``"openvino"`` and OpenVINO-int8 on the same weights and inputs. They load through optimum-onnx
+(transformers < 4.58) and optimum-intel (transformers < 5.6), which cannot be installed beside
+rankkit's stack, so each runs in a peer environment given by ``--peer-python SYSTEMS=PYTHON`` (e.g.
+``onnx,onnx-int8=/tmp/peer-onnx/bin/python``; ``bench/st_backends.py`` is the script they run, its
+doc says how each system is built), one after the other in this same run; their scores are
+evaluated and their vectors compared here. ``make peers`` style set-up::
 
-Everything runs in this one process, one system after the other (``--threads`` intra-op threads
-for torch and ONNX Runtime alike); writes ``results.md``, ``results.json`` and ``commands.sh``.
+    python -m venv /tmp/peer-onnx && /tmp/peer-onnx/bin/pip install torch==2.13.0 \
+        "transformers<4.58" "sentence-transformers<6" "optimum-onnx[onnxruntime]==0.1.0"
+    python -m venv /tmp/peer-ov && /tmp/peer-ov/bin/pip install torch==2.13.0 "transformers<5.6" \
+        sentence-transformers "optimum-intel[openvino]==2.2.0" && /tmp/peer-ov/bin/pip uninstall -y torchvision
+
+(the PyPI torchvision that optimum-intel pulls in does not load with the CPU torch build, and text
+models do not need it).
+
+Everything else runs in this one process, one system after the other (``--threads`` intra-op
+threads for every system); writes ``results.md``, ``results.json`` and ``commands.sh``.
 """
 
 from __future__ import annotations
@@ -52,15 +65,14 @@ from harness import ROOT, Steps
 
 DL19 = ROOT / "examples" / "data" / "dl19"
 DL20 = ROOT / "examples" / "data" / "dl20"
-STEPS = ("mono", "rerank", "encode")
+STEPS = ("mono", "rerank", "encode", "peers")
 BACKENDS = {"torch": ("torch", "none", "fp32"), "onnx": ("onnx", "none", "fp32"), "onnx-int8": ("onnx", "int8", "fp32"),
             "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16")}
 MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu"]
 #: Near-identity pooler of the CrossEncoder copy of mono: tanh(EPS * h) / EPS = h (1 - (EPS h)^2 / 3 ...).
 EPS = 1e-3
-PEER_NOT_RUNNABLE = ("sentence-transformers 6.2's backend='onnx' / 'openvino' load through optimum-onnx / "
-                     "optimum-intel, which pin transformers < 4.58; sentence-transformers 6.2 needs "
-                     "transformers >= 5 (pip refuses the combination)")
+#: DL20 passages the OpenVINO-int8 peer is calibrated on (DL19 is never tuned on).
+CALIBRATION_TEXTS = 300
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -137,15 +149,18 @@ def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int
 
 
 def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path:
-    """The mono checkpoint as a ``BertForSequenceClassification`` folder (near-identity pooler, see doc)."""
+    """The mono checkpoint as a ``BertForSequenceClassification`` folder: itself when it has the Hugging Face
+    head (``--hf-head``, the default), else a copy with a near-identity pooler (module doc)."""
     import torch
     from transformers import BertForSequenceClassification
 
     from rankkit.models.checkpoint import load_for_inference
 
+    mono: Any = load_for_inference("mono", mono_checkpoint)
+    if mono.hf_head:  # trained with --hf-head (the default): the checkpoint is a CrossEncoder folder already
+        return mono_checkpoint
     if (out / "config.json").is_file():
         return out
-    mono: Any = load_for_inference("mono", mono_checkpoint)
     encoder = mono.pairs.encoder
     config = encoder.config
     config.num_labels = 1
@@ -264,7 +279,11 @@ def encode_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
         model, export_s = rankkit_model("repbert", None, backend, args.threads)
         model.encode(texts[:8], is_query=False, batch_size=args.batch_size)
         vectors, seconds = timed(lambda model=model: model.encode(texts, is_query=False, batch_size=args.batch_size))
-        reference = vectors if reference is None else reference
+        if reference is None:
+            reference = vectors
+            import numpy as np
+
+            np.save(args.output / "encode-rankkit-torch.npy", vectors.float().numpy())
         rows.append({"system": f"rankkit {backend}", "seconds": seconds, "texts_per_s": len(texts) / seconds,
                      "export_s": export_s, **cosines(vectors, reference)})
         print(f"    {rows[-1]['system']:32} {rows[-1]['texts_per_s']:7.1f} texts/s", file=sys.stderr, flush=True)
@@ -275,6 +294,81 @@ def encode_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
                  **cosines(vectors.float().cpu(), reference)})
     print(f"    {rows[-1]['system']:32} {rows[-1]['texts_per_s']:7.1f} texts/s", file=sys.stderr, flush=True)
     return {"rows": rows, "texts": len(texts), "uptime_before": uptime, "uptime_after": os.popen("uptime").read().strip()}
+
+
+def peers_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, Any]:
+    """sentence-transformers' ONNX / OpenVINO backends in their peer environments (module doc)."""
+    import subprocess
+
+    import numpy as np
+    import torch
+
+    if not args.peer_python:
+        raise SystemExit("inference.py: the peers step needs --peer-python SYSTEMS=PYTHON (see the module doc)")
+    qids, queries, docids, passages = dl19_candidates(args.depth, args.queries)
+    pairs = sum(len(p) for p in passages)
+    texts = pool_passages(args.encode_passages)
+    reference_path = args.output / "encode-rankkit-torch.npy"
+    if not reference_path.is_file():
+        raise SystemExit(f"inference.py: {reference_path} is missing: run the encode step first")
+    reference = torch.from_numpy(np.load(reference_path))
+    job = {"threads": args.threads, "batch_size": args.batch_size, "tasks": ["bi", "mono", "encode"],
+           "bi_folder": str(default_backbone()),
+           "ce_folder": str(crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")),
+           "ce_max_length": load_max_length(args.mono), "queries": queries, "passages": passages,
+           "chunks": chunks([len(p) for p in passages]), "texts": texts,
+           "calibration": dl20_passages(CALIBRATION_TEXTS)}
+    rows: list[dict[str, Any]] = []
+    versions: dict[str, Any] = {}
+    uptime = os.popen("uptime").read().strip()
+    for spec in args.peer_python:
+        systems, python = spec.split("=", 1)
+        label = Path(python).parent.parent.name
+        work = args.output / "peers" / label
+        work.mkdir(parents=True, exist_ok=True)
+        job_path, result_path = work / "job.json", work / "result.json"
+        job_path.write_text(json.dumps({**job, "systems": systems.split(","), "work": str(work)}), encoding="utf-8")
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1",
+               "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        print(f"==> peers {systems} ({python})", file=sys.stderr, flush=True)
+        subprocess.run([python, str(Path(__file__).with_name("st_backends.py")), str(job_path), str(result_path)],
+                       env=env, check=True)
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+        versions[label] = result["versions"]
+        for row in result["rows"]:
+            system = f"sentence-transformers {row['system']}"
+            if row.get("precision"):
+                precision = row["precision"].replace("<Type: ", "").strip("'>")
+                system += f" [{precision}]"
+            out: dict[str, Any] = {"model": row["task"], "system": system, "env": label}
+            if "error" in row:
+                out["error"] = row["error"]
+            elif row["task"] == "encode":
+                vectors = torch.from_numpy(np.load(row["vectors"]))
+                out.update(seconds=row["seconds"], texts_per_s=len(texts) / row["seconds"],
+                           setup_s=row["setup_s"], **cosines(vectors, reference))
+            else:
+                out.update(pairs=pairs, seconds=row["seconds"], pairs_per_s=pairs / row["seconds"],
+                           setup_s=row["setup_s"], ndcg10=ndcg10(qids, docids, row["scores"]))
+            rows.append(out)
+            speed = out.get("pairs_per_s") or out.get("texts_per_s")
+            print(f"    {row['task']:6} {system:40} " + (f"{speed:7.1f}/s" if speed else out.get("error", "")),
+                  file=sys.stderr, flush=True)
+    return {"rows": rows, "versions": versions, "uptime_before": uptime,
+            "uptime_after": os.popen("uptime").read().strip()}
+
+
+def dl20_passages(count: int) -> list[str]:
+    """The first ``count`` passages of the DL20 pool (calibration data; DL19 is never tuned on)."""
+    import gzip
+
+    out = []
+    with gzip.open(DL20 / "passages.dl20-pool.tsv.gz", "rt", encoding="utf-8") as handle:
+        for line in handle:
+            out.append(line.rstrip("\n").split("\t", 1)[1])
+            if len(out) == count:
+                break
+    return out
 
 
 def cosines(vectors: Any, reference: Any) -> dict[str, float]:
@@ -323,41 +417,70 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     where = results.get("rerank", {}).get("machine") or harness.machine(torch_threads=True)
     lines = [f"### Inference backends ({where['date']}; {harness.machine_line(where)}; {args.threads} threads)", ""]
     rerank = results.get("rerank", {})
+    peers = results.get("peers", {})
+    peer_rows = [r for r in peers.get("rows", []) if "error" not in r]
+    failed = [r for r in peers.get("rows", []) if "error" in r]
     if rerank.get("rows"):
         lines += [f"Re-ranking DL19's BM25 top-{args.depth} ({rerank['queries']} queries, {rerank['pairs']:,} pairs, "
                   f"batch {args.batch_size}, chunks of ~1024 pairs as `rankkit rerank`). `uptime` before / after: "
                   + "; ".join(f"{m}: `{b}` / `{a}`" for m, (b, a) in sorted(rerank.get("uptime", {}).items())) + ".", "",
-                  "| model | system | pairs/s | x rankkit torch | x sentence-transformers | nDCG@10 | Δ nDCG@10 | set-up s |",
+                  "| model | system | pairs/s | x rankkit torch | x sentence-transformers torch | nDCG@10 | Δ nDCG@10 "
+                  "| set-up s |",
                   "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for model in ("bi", "mono"):
-            mine = [r for r in rerank["rows"] if r["model"] == model]
-            if not mine:
+            mine = [r for r in rerank["rows"] if r["model"] == model] + [r for r in peer_rows if r["model"] == model]
+            base = next((r for r in mine if r["system"] == "rankkit torch"), None)
+            if base is None:  # not measured (yet) in this output folder
                 continue
-            base = next(r for r in mine if r["system"] == "rankkit torch")
-            peer = next((r for r in mine if r["system"].startswith("sentence-transformers")), None)
+            peer = next((r for r in mine if r["system"].startswith("sentence-transformers") and "env" not in r), None)
             label = "zero-shot bi-encoder (repbert)" if model == "bi" else f"mono ({args.mono.name})"
             for r in mine:
                 vs_peer = f"{r['pairs_per_s'] / peer['pairs_per_s']:.2f}x" if peer else "-"
-                export = f"{r['export_s']:.1f}" if r.get("export_s") else "-"
-                lines.append(f"| {label} | {r['system']} | {r['pairs_per_s']:.1f} | "
+                setup = r.get("export_s") or r.get("setup_s")
+                system = r["system"] + (f" ({r['env']})" if "env" in r else "")
+                lines.append(f"| {label} | {system} | {r['pairs_per_s']:.1f} | "
                              f"{r['pairs_per_s'] / base['pairs_per_s']:.2f}x | {vs_peer} | {r['ndcg10']:.4f} | "
-                             f"{r['ndcg10'] - base['ndcg10']:+.4f} | {export} |")
+                             f"{r['ndcg10'] - base['ndcg10']:+.4f} | {f'{setup:.1f}' if setup else '-'} |")
+            lines.append(fastest_line(label, mine, "pairs_per_s", base))
         lines.append("")
     encode = results.get("encode", {})
     if encode.get("rows"):
-        base = encode["rows"][0]
-        peer = next(r for r in encode["rows"] if r["system"].startswith("sentence-transformers"))
+        rows = encode["rows"] + [r for r in peer_rows if r["model"] == "encode"]
+        base = rows[0]
+        peer = next(r for r in rows if r["system"].startswith("sentence-transformers") and "env" not in r)
         lines += [f"Encoding the first {encode['texts']:,} passages of the DL19 pool (zero-shot bi-encoder, "
                   f"batch {args.batch_size}). `uptime` before: `{encode['uptime_before']}`.", "",
-                  "| system | texts/s | x rankkit torch | x sentence-transformers | cosine to torch fp32 (min / mean) |",
+                  "| system | texts/s | x rankkit torch | x sentence-transformers torch | cosine to torch fp32 (min / mean) |",
                   "| --- | ---: | ---: | ---: | ---: |"]
-        for r in encode["rows"]:
-            lines.append(f"| {r['system']} | {r['texts_per_s']:.1f} | {r['texts_per_s'] / base['texts_per_s']:.2f}x | "
+        for r in rows:
+            system = r["system"] + (f" ({r['env']})" if "env" in r else "")
+            lines.append(f"| {system} | {r['texts_per_s']:.1f} | {r['texts_per_s'] / base['texts_per_s']:.2f}x | "
                          f"{r['texts_per_s'] / peer['texts_per_s']:.2f}x | {r['cosine_min']:.4f} / "
                          f"{r['cosine_mean']:.4f} |")
         lines.append("")
-    lines += [f"Not measured: {PEER_NOT_RUNNABLE}.", ""]
+    if peers:
+        lines += ["Peer environments (bench/st_backends.py): " + "; ".join(
+            f"{label}: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+            for label, versions in peers.get("versions", {}).items())
+            + f". `uptime` before / after the peers: `{peers['uptime_before']}` / `{peers['uptime_after']}`.", ""]
+        for r in failed:
+            lines.append(f"- {r['system']} ({r['model']}, {r['env']}) did not run: {r['error']}")
+        if failed:
+            lines.append("")
+    else:
+        lines += ["sentence-transformers' onnx / openvino backends: not measured in this run (no --peer-python).", ""]
     return "\n".join(lines)
+
+
+def fastest_line(label: str, rows: list[dict[str, Any]], key: str, base: dict[str, Any]) -> str:
+    """rankkit's fastest system within 0.005 nDCG@10 of torch fp32 against sentence-transformers' fastest."""
+    ok = [r for r in rows if abs(r["ndcg10"] - base["ndcg10"]) <= 0.005]
+    ours = max((r for r in ok if r["system"].startswith("rankkit")), key=lambda r: r[key])
+    theirs = max((r for r in ok if r["system"].startswith("sentence-transformers")), key=lambda r: r[key], default=None)
+    if theirs is None:
+        return f"| {label} | fastest within 0.005 nDCG@10: {ours['system']} | | | | | | |"
+    return (f"| {label} | fastest within 0.005 nDCG@10: {ours['system']} vs {theirs['system']} | "
+            f"{ours[key] / theirs[key]:.2f}x | | | | | |")
 
 
 def main() -> None:
@@ -373,6 +496,9 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--queries", type=int, default=None, help="first N DL19 queries only (default: all 43)")
     parser.add_argument("--encode-passages", type=int, default=1000)
+    parser.add_argument("--peer-python", action="append", default=[], metavar="SYSTEMS=PYTHON",
+                        help="peers step: sentence-transformers systems (torch, onnx, onnx-int8, openvino, "
+                             "openvino-int8) to run with a peer interpreter; repeatable")
     args = parser.parse_args()
     steps = Steps(args.output, prog="inference.py")
     args.output = steps.out
@@ -385,7 +511,10 @@ def main() -> None:
         "mono": lambda section: {"checkpoint": str(mono_step(args, steps))},
         "rerank": lambda section: rerank_step(args, section),
         "encode": lambda section: encode_step(args, section),
+        "peers": lambda section: peers_step(args, section),
     }
+    if not args.peer_python and "peers" in args.steps:
+        args.steps = [s for s in args.steps if s != "peers"]
     if "mono" in args.steps and args.mono != args.output / "ck" / "mono.cross":
         args.steps = [s for s in args.steps if s != "mono"]
     harness.run_steps(args.steps, todo, results, lambda: harness.save_json(results_path, results))
