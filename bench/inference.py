@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""CPU inference backends: rankkit torch / onnx / onnx-int8 / openvino / openvino-bf16 against sentence-transformers.
+"""CPU inference backends: rankkit torch / onnx / onnx-int8 / openvino (fp32, bf16, int8) against sentence-transformers.
 
     python bench/inference.py --output runs/bench-inference                 # every step
     python bench/inference.py --output runs/bench-inference --steps rerank  # one step again
@@ -14,8 +14,9 @@ negatives), ``rankkit train --model mono`` (cross-encoder on the packaged MiniLM
 ``rerank``: DL19's BM25 top-100 (43 queries x 100 = 4,300 pairs, ``examples/data/dl19``) re-ranked
 by the zero-shot bi-encoder (``repbert``: the packaged all-MiniLM-L6-v2, cosine) and by the trained
 ``mono``, each through ``rerank_scores`` in chunks of ~1024 pairs as ``rankkit rerank`` does, on
-``--backend torch``, ``onnx``, ``onnx --quantize int8``, ``openvino`` and ``openvino --precision
-bf16``; then sentence-transformers on the
+``--backend torch``, ``onnx``, ``onnx --quantize int8``, ``openvino``, ``openvino --precision bf16``
+and ``openvino --quantize int8`` (NNCF static int8; with and without ``--precision bf16`` for the
+operations it leaves in float); then sentence-transformers on the
 same weights and inputs: ``SentenceTransformer(backend="torch")`` (the same MiniLM folder) and
 ``CrossEncoder(backend="torch")`` on the mono checkpoint itself (``--hf-head``, the default, saves a
 ``BertForSequenceClassification`` folder; a ``--rankkit-head`` mono is written as one with its pooler
@@ -67,7 +68,8 @@ DL19 = ROOT / "examples" / "data" / "dl19"
 DL20 = ROOT / "examples" / "data" / "dl20"
 STEPS = ("mono", "rerank", "encode", "peers")
 BACKENDS = {"torch": ("torch", "none", "fp32"), "onnx": ("onnx", "none", "fp32"), "onnx-int8": ("onnx", "int8", "fp32"),
-            "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16")}
+            "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16"),
+            "openvino-int8": ("openvino", "int8", "fp32"), "openvino-int8-bf16": ("openvino", "int8", "bf16")}
 MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu"]
 #: Near-identity pooler of the CrossEncoder copy of mono: tanh(EPS * h) / EPS = h (1 - (EPS h)^2 / 3 ...).
 EPS = 1e-3

@@ -163,7 +163,9 @@ def check_openvino() -> Check:
         return Check("OpenVINO", False, f"not importable ({_error(err)})",
                      "pip install openvino (only --backend openvino needs it)", required=False)
     bf16 = "bf16 native" if "BF16" in capabilities else "no native bf16 (--precision bf16 runs fp32)"
-    return Check("OpenVINO", True, f"{ov.__version__.split('-')[0]}; CPU {', '.join(capabilities)}; {bf16}")
+    nncf = _version("nncf")
+    static = f"NNCF {nncf} (--quantize int8)" if nncf else "no NNCF (--quantize int8 on openvino needs pip install nncf)"
+    return Check("OpenVINO", True, f"{ov.__version__.split('-')[0]}; CPU {', '.join(capabilities)}; {bf16}; {static}")
 
 
 def check_ir_measures() -> Check:

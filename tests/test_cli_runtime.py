@@ -45,7 +45,9 @@ def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path]
                         ("int8", ("--backend", "onnx", "--quantize", "int8")), ("bf16", ("--precision", "bf16")),
                         ("openvino", ("--backend", "openvino", "--threads", 1)),
                         ("openvino-again", ("--backend", "openvino", "--threads", 1)),
-                        ("openvino-bf16", ("--backend", "openvino", "--precision", "bf16"))):
+                        ("openvino-bf16", ("--backend", "openvino", "--precision", "bf16")),
+                        ("openvino-int8", ("--backend", "openvino", "--quantize", "int8", "--threads", 1)),
+                        ("openvino-int8-again", ("--backend", "openvino", "--quantize", "int8", "--threads", 1))):
         result = rerank(cli, data, tmp_path / f"{name}.run", *extra)
         assert result.code == 0, result.stderr
         runs[name] = read_run(tmp_path / f"{name}.run")
@@ -55,15 +57,16 @@ def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path]
             assert runs["onnx"][qid][docid] == pytest.approx(score, abs=1e-4)
             assert runs["openvino"][qid][docid] == pytest.approx(score, abs=1e-4)
         assert set(runs["int8"][qid]) == set(docs) and set(runs["bf16"][qid]) == set(docs)
-        assert set(runs["openvino-bf16"][qid]) == set(docs)
-    # OpenVINO reruns byte for byte (same inputs, same threads).
+        assert set(runs["openvino-bf16"][qid]) == set(docs) and set(runs["openvino-int8"][qid]) == set(docs)
+    # OpenVINO reruns byte for byte (same inputs, same threads), the static int8 from its cached IR too.
     assert (tmp_path / "openvino.run").read_bytes() == (tmp_path / "openvino-again.run").read_bytes()
+    assert (tmp_path / "openvino-int8.run").read_bytes() == (tmp_path / "openvino-int8-again.run").read_bytes()
+    assert len(list((data["mono"] / "onnx").glob("*.ov-int8.xml"))) == 1
 
 
 @pytest.mark.parametrize("extra, message", [
     (("--backend", "onnx", "--precision", "bf16"), "--precision bf16 runs on --backend torch or openvino"),
     (("--quantize", "int8"), "--quantize int8 needs --backend onnx"),
-    (("--backend", "openvino", "--quantize", "int8"), "--quantize int8 needs --backend onnx"),
     (("--backend", "openvino", "--precision", "fp16"), "--backend openvino runs --precision fp32 or bf16"),
     (("--backend", "tvm"), "unknown backend 'tvm'"),
     (("--backend", "onnx", "--device", "cpu", "--threads", 0), "--threads"),

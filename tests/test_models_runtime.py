@@ -92,6 +92,17 @@ def test_export_round_trip(backbone: Path, name: str, settings: dict[str, Any], 
     taus = [kendall(ref, out) for ref, out in zip(reference, bf16.rerank_scores(QUERIES, candidates, batch_size=5))]
     with capsys.disabled():
         print(f"{name} {settings}: OpenVINO bf16 Kendall tau to torch per query {[round(t, 3) for t in taus]}")
+    # NNCF's static int8 on OpenVINO, calibrated on the bundled DL20 texts through the model's tokenizer.
+    static = copy.deepcopy(model)
+    (ir,) = use_runtime(static, Runtime("openvino", "int8"))
+    assert ir.suffixes[-2:] == [".ov-int8", ".xml"] and ir.with_suffix(".bin").is_file()
+    taus = [kendall(ref, out) for ref, out in zip(reference, static.rerank_scores(QUERIES, candidates, batch_size=5))]
+    record = json.loads(ir.with_suffix(".json").read_text(encoding="utf-8"))
+    with capsys.disabled():
+        print(f"{name} {settings}: OpenVINO static int8 Kendall tau to torch per query {[round(t, 3) for t in taus]}, "
+              f"probe cosine to fp32 min {record['cosine_min']:.4f}")
+    assert record["quantize"] == "openvino-int8" and record["calibration"] and record["bin_sha256"]
+    assert record["cosine_mean"] > 0.9
 
 
 def test_bi_encoder_round_trip_and_zero_shot_cache(backbone: Path, cache: Path) -> None:
@@ -108,6 +119,38 @@ def test_bi_encoder_round_trip_and_zero_shot_cache(backbone: Path, cache: Path) 
     second = load_for_inference("repbert", backbone)
     assert use_runtime(second, Runtime("onnx"), checkpoint=backbone) == [path]
     assert path.stat().st_mtime_ns == stamp  # reused, not rebuilt
+
+
+def test_openvino_int8_cache_reuse_damage_and_calibration(backbone: Path, cache: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The static int8 IR is reused; a damaged weights file or other calibration inputs rebuild it."""
+    texts = sorted(documents().values())[:6]
+    first = load_for_inference("repbert", backbone)
+    (ir,) = use_runtime(first, Runtime("openvino", "int8"), checkpoint=backbone)
+    vectors = first.encode(texts, is_query=False, batch_size=4)
+    stamp = ir.stat().st_mtime_ns
+    again = load_for_inference("repbert", backbone)
+    assert use_runtime(again, Runtime("openvino", "int8"), checkpoint=backbone) == [ir]
+    assert ir.stat().st_mtime_ns == stamp
+    assert torch.equal(again.encode(texts, is_query=False, batch_size=4), vectors)  # deterministic
+    ir.with_suffix(".bin").write_bytes(b"damaged")
+    rebuilt = load_for_inference("repbert", backbone)
+    assert use_runtime(rebuilt, Runtime("openvino", "int8"), checkpoint=backbone) == [ir]
+    assert torch.equal(rebuilt.encode(texts, is_query=False, batch_size=4), vectors)  # same calibration, same IR
+    other = tmp_path / "calibration.tsv"
+    other.write_text("passage\tanother calibration text entirely\npair\ta query\ta passage\n", encoding="utf-8")
+    monkeypatch.setattr(rt, "CALIBRATION_FILE", other)
+    record = json.loads(ir.with_suffix(".json").read_text(encoding="utf-8"))
+    recalibrated = load_for_inference("repbert", backbone)
+    use_runtime(recalibrated, Runtime("openvino", "int8"), checkpoint=backbone)
+    assert json.loads(ir.with_suffix(".json").read_text(encoding="utf-8"))["calibration"] != record["calibration"]
+
+
+def test_openvino_int8_refuses_a_model_without_tokenizer(backbone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = load_for_inference("repbert", backbone)
+    monkeypatch.setattr(rt, "model_tokenizer", lambda model: None)
+    with pytest.raises(RankkitError, match="has no tokenizer; use --backend onnx --quantize int8"):
+        use_runtime(model, Runtime("openvino", "int8"))
 
 
 def test_export_beside_checkpoint_rebuilt_when_weights_change(backbone: Path, tmp_path: Path,
@@ -217,7 +260,6 @@ def test_densetrans_round_trip(backbone: Path, variant: str) -> None:
 
 @pytest.mark.parametrize("runtime, device, message", [
     (Runtime("onnx", precision="bf16"), None, "--precision bf16 runs on --backend torch or openvino"),
-    (Runtime("openvino", "int8"), None, "--quantize int8 needs --backend onnx"),
     (Runtime("openvino", precision="fp16"), None, "--backend openvino runs --precision fp32 or bf16"),
     (Runtime("openvino"), torch.device("cuda"), "--backend openvino runs on the CPU"),
     (Runtime("torch", "int8"), None, "--quantize int8 needs --backend onnx"),

@@ -23,7 +23,9 @@ def backend_option(default: Optional[str] = "torch") -> Any:
 
 def quantize_option(default: Optional[str] = "none") -> Any:
     return typer.Option(default, "--quantize", rich_help_panel=PANEL,
-                        help="none, or int8 (with --backend onnx: dynamic int8 weights, per channel).")
+                        help="none, or int8: with --backend onnx, ONNX Runtime's dynamic int8 (weights per channel); "
+                             "with --backend openvino, NNCF's static int8 calibrated on bundled MS MARCO text (built "
+                             "once, ~20 s for MiniLM, cached).")
 
 
 def precision_option(default: Optional[str] = "fp32") -> Any:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
@@ -89,9 +90,9 @@ class Runtime:
             raise RankkitError(f"unknown precision {self.precision!r}; use {', '.join(PRECISIONS)}")
         if self.threads is not None and self.threads < 1:
             raise RankkitError(f"--threads must be at least 1, got {self.threads}")
-        if self.quantize == "int8" and self.backend != "onnx":
-            raise RankkitError("--quantize int8 needs --backend onnx (ONNX Runtime's dynamic int8); --backend "
-                               "openvino runs fp32 or --precision bf16")
+        if self.quantize == "int8" and self.backend == "torch":
+            raise RankkitError("--quantize int8 needs --backend onnx (ONNX Runtime's dynamic int8) or openvino "
+                               "(NNCF's static int8)")
         if self.backend == "onnx" and self.precision != "fp32":
             raise RankkitError(f"--precision {self.precision} runs on --backend torch or openvino; --backend onnx "
                                "runs fp32 (or --quantize int8)")
@@ -395,8 +396,6 @@ def _quiet_warnings() -> Iterator[None]:
 @contextlib.contextmanager
 def _quiet_logging() -> Iterator[None]:
     """onnxruntime.quantization advises pre-processing through the root logger; rankkit's log says what matters."""
-    import logging
-
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
@@ -462,14 +461,17 @@ def openvino_encoder(slot: EncoderSlot, path: Path, runtime: Runtime) -> OrtEnco
     """The checked fp32 export at ``path`` compiled by OpenVINO, checked against torch on the probe
     batches: within :data:`TOLERANCE` at fp32 or refused; at bf16 its pooled cosine is logged."""
     session = OpenVinoSession(path, runtime.threads, runtime.precision)
-    encoder = OrtEncoder(session, slot, getattr(slot.module, "config", None), f"{path.name} (OpenVINO {session.precision})")
+    int8 = path.suffix == ".xml"  # NNCF's static int8 IR: checked against fp32 when it was built
+    encoder = OrtEncoder(session, slot, getattr(slot.module, "config", None),
+                         f"{path.name} (OpenVINO {'int8, ' if int8 else ''}{session.precision})")
     diff, cosine = check_against(slot, encoder.run, lambda feeds: _reference(slot, feeds))
-    if session.precision == "fp32" and not diff <= TOLERANCE:
+    if session.precision == "fp32" and not int8 and not diff <= TOLERANCE:
         raise RankkitError(f"OpenVINO's fp32 run of {slot.name} differs from torch by {diff:.2e} (> {TOLERANCE:g}) on "
                            "the probe batch; refusing it: use --backend onnx or torch")
     if runtime.precision == "bf16" and session.precision != "bf16":
         log("this CPU has no native bf16: OpenVINO runs fp32")
-    log(f"OpenVINO {session.precision} {slot.name}: max difference to torch {diff:.1e}, pooled-vector cosine "
+    log(f"OpenVINO {'int8 + ' if int8 else ''}{session.precision} {slot.name}: max difference to torch {diff:.1e}, "
+        "pooled-vector cosine "
         f"min {float(cosine.min()):.5f}, mean {float(cosine.mean()):.5f} on the probe batch")
     return encoder
 
@@ -492,12 +494,19 @@ class ExportRecord:
     cosine_min: float
     cosine_mean: float
     seconds: float
+    bin_sha256: str | None = None  # OpenVINO IR: its weights file
+    calibration: str | None = None  # static int8: the calibration set's checksum
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
 def _names(slot: EncoderSlot, key: str, quantize: str) -> tuple[str, str]:
+    """File names of an export: ``.onnx`` (fp32, ONNX Runtime's int8) or ``.xml`` + ``.bin`` (OpenVINO's
+    static int8, ``quantize="openvino-int8"``), and its record ``.json``."""
+    if quantize == "openvino-int8":
+        stem = f"{slot.name}-{key[:16]}.ov-int8"
+        return stem + ".xml", stem + ".json"
     stem = f"{slot.name}-{key[:16]}.{'int8' if quantize == 'int8' else 'fp32'}"
     return stem + ".onnx", stem + ".json"
 
@@ -517,12 +526,19 @@ def _cached(folder: Path, slot: EncoderSlot, key: str, quantize: str) -> Path | 
             problem = "the .onnx file is missing"
         elif file_sha256(path) != record.get("sha256"):
             problem = "its checksum does not match (truncated or changed)"
+        elif path.suffix == ".xml" and (not path.with_suffix(".bin").is_file()
+                                        or file_sha256(path.with_suffix(".bin")) != record.get("bin_sha256")):
+            problem = "its weights (.bin) are missing or do not match"
+        elif path.suffix == ".xml" and record.get("calibration") != file_sha256(CALIBRATION_FILE):
+            problem = "it was calibrated on other inputs"
     except (OSError, ValueError, AttributeError):
         problem = "its record is missing or unreadable"
     if problem is None:
         return path
     log(f"cached export {path} is damaged ({problem}); rebuilding it")
     path.unlink(missing_ok=True)
+    if path.suffix == ".xml":
+        path.with_suffix(".bin").unlink(missing_ok=True)
     record_path.unlink(missing_ok=True)
     return None
 
@@ -532,7 +548,7 @@ def _remove_stale(folder: Path, slot: EncoderSlot, key: str) -> None:
     for old in folder.glob(f"{slot.name}-*.*"):
         if old.name.startswith(f"{slot.name}-{key[:16]}."):
             continue
-        if old.suffix in (".onnx", ".json"):
+        if old.suffix in (".onnx", ".json", ".xml", ".bin"):
             old.unlink(missing_ok=True)
 
 
@@ -586,8 +602,94 @@ def build_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str) -> Path:
     return path
 
 
-def prepare_export(slot: EncoderSlot, quantize: str, checkpoint: str | os.PathLike[str] | None) -> Path:
-    """The checked export of ``slot`` (fp32 or int8), built now or reused from the cache."""
+#: NNCF's calibration inputs (rankkit/models/calibration/PROVENANCE.txt): DL20 queries, passages and pairs.
+CALIBRATION_FILE = Path(__file__).with_name("calibration") / "msmarco-dl20.tsv"
+
+
+def calibration_texts() -> list[tuple[str, ...]]:
+    """The calibration inputs: ``(query,)``, ``(passage,)`` and ``(query, passage)`` tuples, in file order."""
+    rows = []
+    for line in CALIBRATION_FILE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            rows.append(tuple(line.split("\t")[1:]))
+    return rows
+
+
+def calibration_feeds(slot: EncoderSlot, tokenizer: Any, max_length: int = 256) -> list[dict[str, np.ndarray]]:
+    """One unpadded example per calibration input, tokenized by the model's tokenizer (single texts
+    and query-passage pairs alike: one encoder may see either), in the graph's input names."""
+    samples = []
+    length = min(max_length, slot.max_length)
+    for texts in calibration_texts():
+        encoded = tokenizer(*texts, truncation=True, max_length=length)
+        feeds = {"input_ids": torch.tensor([encoded["input_ids"]])}
+        feeds["attention_mask"] = torch.ones_like(feeds["input_ids"])
+        if "token_type_ids" in slot.inputs:
+            segments = encoded.get("token_type_ids")
+            feeds["token_type_ids"] = torch.tensor([segments]) if segments is not None else torch.zeros_like(feeds["input_ids"])
+        if slot.extra_inputs is not None:
+            feeds.update(slot.extra_inputs(feeds))
+        samples.append({name: feeds[name].numpy() for name in slot.inputs})  # the graph's inputs, by name
+    return samples
+
+
+def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, tokenizer: Any) -> Path:
+    """NNCF post-training static int8 (transformer preset) of the fp32 export, calibrated on
+    :data:`CALIBRATION_FILE`, saved as an OpenVINO IR; its cosine to the fp32 export is logged."""
+    try:
+        import nncf
+        import openvino as ov
+    except ImportError:
+        raise RankkitError("--backend openvino --quantize int8 needs NNCF and OpenVINO (pip install nncf openvino); "
+                           "or use --backend onnx --quantize int8") from None
+    if tokenizer is None:
+        raise RankkitError(f"--backend openvino --quantize int8 calibrates {slot.name} on text, and this model has no "
+                           "tokenizer; use --backend onnx --quantize int8")
+    started = time.perf_counter()
+    name, record_name = _names(slot, key, "openvino-int8")
+    samples = calibration_feeds(slot, tokenizer)
+    core = ov.Core()
+    try:
+        with _quiet_warnings(), _quiet_logging():
+            nncf.set_log_level(logging.ERROR)
+            quantized = nncf.quantize(core.read_model(str(fp32)), nncf.Dataset(samples),
+                                      model_type=nncf.ModelType.TRANSFORMER, subset_size=len(samples))
+    except Exception as err:
+        raise RankkitError(f"cannot quantize {fp32} with NNCF ({type(err).__name__}: "
+                           f"{' '.join(str(err).split())[:200]}); use --backend onnx --quantize int8") from None
+    with _temporary(folder, ".xml") as tmp:
+        tmp_bin = tmp.with_suffix(".bin")
+        try:
+            ov.save_model(quantized, str(tmp), compress_to_fp16=False)
+            session = OpenVinoSession(tmp, 1, "fp32")
+            runner = OrtEncoder(session, slot, None, tmp.name).run
+            diff, cosine = check_against(slot, runner, lambda feeds: _run_probe(fp32, slot, feeds))
+            del session, runner
+            record = ExportRecord(name, file_sha256(tmp), key, "openvino-int8", diff, float(cosine.min()),
+                                  float(cosine.mean()), time.perf_counter() - started, bin_sha256=file_sha256(tmp_bin),
+                                  calibration=file_sha256(CALIBRATION_FILE))
+            os.replace(tmp_bin, (folder / name).with_suffix(".bin"))
+            path = _commit(tmp, folder, name, record, record_name)
+        finally:
+            tmp_bin.unlink(missing_ok=True)
+    log(f"quantized {slot.name} to static int8 with NNCF ({path}, {len(samples)} calibration inputs): pooled-vector "
+        f"cosine to fp32 min {record.cosine_min:.4f}, mean {record.cosine_mean:.4f} on the probe batch")
+    return path
+
+
+def model_tokenizer(model: nn.Module) -> Any:
+    """The tokenizer a model (or one of its modules) holds, or None."""
+    for module in model.modules():
+        tokenizer = vars(module).get("tokenizer")
+        if tokenizer is not None and callable(tokenizer):
+            return tokenizer
+    return None
+
+
+def prepare_export(slot: EncoderSlot, quantize: str, checkpoint: str | os.PathLike[str] | None,
+                   tokenizer: Any = None) -> Path:
+    """The checked export of ``slot`` (fp32, ONNX Runtime's ``int8`` or OpenVINO's static
+    ``openvino-int8``, which calibrates with ``tokenizer``), built now or reused from the cache."""
     key = weights_key(slot)
     folder = export_folder(checkpoint, key)
     try:
@@ -599,12 +701,14 @@ def prepare_export(slot: EncoderSlot, quantize: str, checkpoint: str | os.PathLi
     fp32 = _cached(folder, slot, key, "none")
     if quantize == "none" and fp32 is not None:
         return fp32
-    if quantize == "int8":
-        int8 = _cached(folder, slot, key, "int8")
+    if quantize in ("int8", "openvino-int8"):
+        int8 = _cached(folder, slot, key, quantize)
         if int8 is not None:
             return int8
     if fp32 is None:
         fp32 = build_fp32(slot, folder, key)
+    if quantize == "openvino-int8":
+        return build_openvino_int8(slot, fp32, folder, key, tokenizer)
     return fp32 if quantize == "none" else build_int8(slot, fp32, folder, key)
 
 
@@ -629,10 +733,14 @@ def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.Path
         module = slot.module
         if isinstance(module, OrtEncoder):
             raise RankkitError(f"{slot.name} already runs on {module.label}")
-        path = prepare_export(slot, runtime.quantize, checkpoint)
-        if runtime.backend == "openvino":
+        if runtime.backend == "openvino" and runtime.quantize == "int8":
+            path = prepare_export(slot, "openvino-int8", checkpoint, model_tokenizer(model))
+            encoder = openvino_encoder(slot, path, runtime)
+        elif runtime.backend == "openvino":
+            path = prepare_export(slot, runtime.quantize, checkpoint)
             encoder = openvino_encoder(slot, path, runtime)
         else:
+            path = prepare_export(slot, runtime.quantize, checkpoint)
             encoder = OrtEncoder(new_session(path, runtime.threads), slot, getattr(module, "config", None), path.name)
         setattr(slot.owner, slot.attribute, encoder)
         used.append(path)
