@@ -91,7 +91,7 @@ print(os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_VERBOSITY")
 
 def test_py_typed_is_shipped() -> None:
     assert (ROOT / "rankkit" / "py.typed").is_file()
-    assert re.search(r'\[tool\.setuptools\.package-data\]\s*(#[^\n]*\n)?\s*rankkit = \["py\.typed"\]',
+    assert re.search(r'\[tool\.setuptools\.package-data\]\s*(#[^\n]*\n)?\s*rankkit = \["py\.typed"[,\]]',
                      (ROOT / "pyproject.toml").read_text())
 
 

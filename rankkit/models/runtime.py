@@ -47,6 +47,8 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -637,8 +639,8 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
     """NNCF post-training static int8 (transformer preset) of the fp32 export, calibrated on
     :data:`CALIBRATION_FILE`, saved as an OpenVINO IR; its cosine to the fp32 export is logged."""
     try:
-        import nncf
-        import openvino as ov
+        import nncf  # noqa: F401 - imported here only to refuse early; the child process runs it
+        import openvino  # noqa: F401
     except ImportError:
         raise RankkitError("--backend openvino --quantize int8 needs NNCF and OpenVINO (pip install nncf openvino); "
                            "or use --backend onnx --quantize int8") from None
@@ -648,19 +650,20 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
     started = time.perf_counter()
     name, record_name = _names(slot, key, "openvino-int8")
     samples = calibration_feeds(slot, tokenizer)
-    core = ov.Core()
-    try:
-        with _quiet_warnings(), _quiet_logging():
-            nncf.set_log_level(logging.ERROR)
-            quantized = nncf.quantize(core.read_model(str(fp32)), nncf.Dataset(samples),
-                                      model_type=nncf.ModelType.TRANSFORMER, subset_size=len(samples))
-    except Exception as err:
-        raise RankkitError(f"cannot quantize {fp32} with NNCF ({type(err).__name__}: "
-                           f"{' '.join(str(err).split())[:200]}); use --backend onnx --quantize int8") from None
-    with _temporary(folder, ".xml") as tmp:
+    with _temporary(folder, ".xml") as tmp, _temporary(folder, ".npz") as npz:
         tmp_bin = tmp.with_suffix(".bin")
         try:
-            ov.save_model(quantized, str(tmp), compress_to_fp16=False)
+            arrays: dict[str, Any] = {f"{i}/{k}": v for i, sample in enumerate(samples) for k, v in sample.items()}
+            np.savez(npz, **arrays)
+            log(f"calibrating static int8 of {slot.name} with NNCF on {len(samples)} inputs (once per checkpoint; "
+                "about 20 s for a MiniLM-sized encoder)")
+            # NNCF runs in a child process: it leaves state behind that breaks forked workers later.
+            child = subprocess.run([sys.executable, "-m", "rankkit.models.openvino_quantize", str(fp32), str(tmp), str(npz)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if child.returncode != 0 or not tmp_bin.is_file():
+                lines = [line for line in child.stderr.splitlines() if line.strip()]
+                reason = lines[-1] if lines else f"exit code {child.returncode}"
+                raise RankkitError(f"cannot quantize {fp32} with NNCF ({reason[:300]}); use --backend onnx --quantize int8")
             session = OpenVinoSession(tmp, 1, "fp32")
             runner = OrtEncoder(session, slot, None, tmp.name).run
             diff, cosine = check_against(slot, runner, lambda feeds: _run_probe(fp32, slot, feeds))
