@@ -2,10 +2,12 @@
 
     python -m rankkit.models.openvino_quantize FP32_ONNX OUT_XML SAMPLES_NPZ
 
-NNCF's quantization leaves process state behind (measured: forked DataLoader workers of a later
-training run in the same process produced different batches, and once crashed), so rankkit never
-runs it in the caller's process. ``SAMPLES_NPZ`` holds the calibration examples as arrays named
-``<index>/<input name>``; the IR (``OUT_XML`` and its ``.bin``) is written for the parent to check.
+The quantizer runs apart from the caller's process: NNCF's imports (scikit-learn, its logging and
+progress output) and its calibration memory stay out of a long-lived Python session. (A suspicion
+that NNCF's state broke a later training run's forked DataLoader workers was not borne out: that
+came from forking after OpenVINO had started its thread pools; see tests/conftest.py.)
+``SAMPLES_NPZ`` holds the calibration examples as arrays named ``<index>/<input name>``; the IR
+(``OUT_XML`` and its ``.bin``) is written for the parent to check.
 """
 
 from __future__ import annotations

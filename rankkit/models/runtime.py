@@ -657,7 +657,7 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
             np.savez(npz, **arrays)
             log(f"calibrating static int8 of {slot.name} with NNCF on {len(samples)} inputs (once per checkpoint; "
                 "about 20 s for a MiniLM-sized encoder)")
-            # NNCF runs in a child process: it leaves state behind that breaks forked workers later.
+            # NNCF runs in a child process (rankkit/models/openvino_quantize.py says why).
             child = subprocess.run([sys.executable, "-m", "rankkit.models.openvino_quantize", str(fp32), str(tmp), str(npz)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if child.returncode != 0 or not tmp_bin.is_file():
