@@ -100,12 +100,12 @@ def dl19_candidates(depth: int, queries: int | None) -> tuple[list[str], list[st
     return qids, texts, docids, passages
 
 
-def pool_passages(count: int) -> list[str]:
-    """The first ``count`` passages of the DL19 pool file, in file order."""
+def pool_passages(count: int, pool: Path = DL19 / "passages.dl19-pool.tsv.gz") -> list[str]:
+    """The first ``count`` passages of a pool file (the DL19 pool by default), in file order."""
     import gzip
 
     out = []
-    with gzip.open(DL19 / "passages.dl19-pool.tsv.gz", "rt", encoding="utf-8") as handle:
+    with gzip.open(pool, "rt", encoding="utf-8") as handle:
         for line in handle:
             out.append(line.rstrip("\n").split("\t", 1)[1])
             if len(out) == count:
@@ -319,7 +319,8 @@ def peers_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, A
            "ce_folder": str(crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")),
            "ce_max_length": load_max_length(args.mono), "queries": queries, "passages": passages,
            "chunks": chunks([len(p) for p in passages]), "texts": texts,
-           "calibration": dl20_passages(CALIBRATION_TEXTS)}
+           # The OpenVINO-int8 peer calibrates on DL20 (DL19 is never tuned on).
+           "calibration": pool_passages(CALIBRATION_TEXTS, DL20 / "passages.dl20-pool.tsv.gz")}
     rows: list[dict[str, Any]] = []
     versions: dict[str, Any] = {}
     uptime = os.popen("uptime").read().strip()
@@ -358,19 +359,6 @@ def peers_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, A
                   file=sys.stderr, flush=True)
     return {"rows": rows, "versions": versions, "uptime_before": uptime,
             "uptime_after": os.popen("uptime").read().strip()}
-
-
-def dl20_passages(count: int) -> list[str]:
-    """The first ``count`` passages of the DL20 pool (calibration data; DL19 is never tuned on)."""
-    import gzip
-
-    out = []
-    with gzip.open(DL20 / "passages.dl20-pool.tsv.gz", "rt", encoding="utf-8") as handle:
-        for line in handle:
-            out.append(line.rstrip("\n").split("\t", 1)[1])
-            if len(out) == count:
-                break
-    return out
 
 
 def cosines(vectors: Any, reference: Any) -> dict[str, float]:

@@ -736,11 +736,10 @@ def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.Path
         module = slot.module
         if isinstance(module, OrtEncoder):
             raise RankkitError(f"{slot.name} already runs on {module.label}")
-        if runtime.backend == "openvino" and runtime.quantize == "int8":
-            path = prepare_export(slot, "openvino-int8", checkpoint, model_tokenizer(model))
-            encoder = openvino_encoder(slot, path, runtime)
-        elif runtime.backend == "openvino":
-            path = prepare_export(slot, runtime.quantize, checkpoint)
+        if runtime.backend == "openvino":
+            static = runtime.quantize == "int8"  # OpenVINO's int8 is NNCF's static int8, calibrated on text
+            path = prepare_export(slot, "openvino-int8" if static else runtime.quantize, checkpoint,
+                                  model_tokenizer(model) if static else None)
             encoder = openvino_encoder(slot, path, runtime)
         else:
             path = prepare_export(slot, runtime.quantize, checkpoint)
