@@ -8,7 +8,7 @@ same budget, same seed, on a prepared WikiQA or SemEval-2016 task (examples/*/pr
 Every model is trained by rankkit's own trainer (:func:`rankkit.training.train`, what ``rankkit
 train`` runs) with ``--encoder bi`` (frozen all-MiniLM-L6-v2 features, the CPU variant of
 docs/RERANKING.md; options :data:`SETTING` plus the task's lengths) and re-ranks every test
-candidate with :func:`rankkit.rerank.rerank_run` (what ``rankkit rerank`` runs); then one
+candidate with :func:`rankkit.reranking.rerank_run` (what ``rankkit rerank`` runs); then one
 ``rankkit eval -m AP -m RR -b <baseline run>`` compares every run with the point-wise row
 (paired randomization, Holm). Why in one process: the frozen encoder's vectors are identical
 for every model, so they are computed once and shared (``BiPairEncoder``'s per-instance cache is
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from rankkit.docstore import open_docstore
     from rankkit.models.checkpoint import load_for_inference
-    from rankkit.rerank import rerank_run
+    from rankkit.reranking import rerank_run
     from rankkit.training import TrainConfig, train
 
     out = args.output

@@ -4,13 +4,16 @@ The Python API (:mod:`rankkit.api`) is reachable from here: ``rankkit.search``, 
 ``rankkit.rerank``, ``rankkit.fuse``, ``rankkit.evaluate``, ``rankkit.load_model`` and the readers
 (``rankkit.read_run``, ``rankkit.load_topics``, ...). They are imported on first use, so ``import
 rankkit`` loads no torch, transformers or Java and changes no global state (environment, logging).
+
+``rankkit.rerank`` is the API function; the re-ranking subpackage is :mod:`rankkit.reranking`
+(the library behind ``rankkit rerank``: ``rerank_run``, ``explain``). The subpackage used to be
+``rankkit.rerank`` too, made callable by swapping the package's module class; the function kept the
+name users call, the subpackage took a name of its own.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from rankkit.version import __version__
@@ -26,30 +29,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only; at run time __getattr__ im
     )
 
 
-class _CallableRerank(types.ModuleType):
-    """``rankkit.rerank`` is both the subpackage (``rankkit.rerank.rerank_run``) and the API call.
-
-    Python binds an imported subpackage to its parent's attribute of the same name, which would
-    hide the API function ``rerank``; so the subpackage itself forwards a call to it.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return importlib.import_module("rankkit.api").rerank(*args, **kwargs)
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "rerank" and isinstance(value, types.ModuleType) and not isinstance(value, _CallableRerank):
-            value.__class__ = _CallableRerank
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
 def __getattr__(name: str) -> Any:
-    if name == "rerank":
-        return importlib.import_module("rankkit.rerank")  # the callable subpackage, see _CallableRerank
     if name in API:
         value = getattr(importlib.import_module("rankkit.api"), name)
         globals()[name] = value  # later accesses skip this hook

@@ -90,7 +90,7 @@ def rerank(model: str | RankingModel, run: Mapping[str, Mapping[str, float]], qu
     import torch
 
     from rankkit.devices import pick_device
-    from rankkit.rerank import merge_tail
+    from rankkit.reranking import merge_tail
 
     if depth < 1 or batch_size < 1:
         raise RankkitError("depth and batch_size must be at least 1")

@@ -46,7 +46,7 @@ import faiss, numpy, torch, transformers, transformers.modeling_utils
 before = dict(os.environ)
 level = transformers.utils.logging.get_verbosity()
 bars = transformers.utils.logging.is_progress_bar_enabled()
-import rankkit, rankkit.api, rankkit.models, rankkit.models.backbone, rankkit.rerank, rankkit.dense, rankkit.formats
+import rankkit, rankkit.api, rankkit.models, rankkit.models.backbone, rankkit.reranking, rankkit.dense, rankkit.formats
 rankkit.evaluate  # the lazy API import
 changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
 print(json.dumps({"changed": changed, "level": transformers.utils.logging.get_verbosity() == level,
@@ -143,14 +143,16 @@ def test_readme_api_example_runs() -> None:
     assert lines["fused"].startswith("'RR@10': 0.5")
 
 
-def test_rankkit_rerank_is_the_api_call_and_the_subpackage() -> None:
+def test_rankkit_rerank_is_the_api_call_and_reranking_the_subpackage() -> None:
     code = """
 import rankkit
-first = callable(rankkit.rerank)  # before anything imported the subpackage
-import rankkit.rerank
-from rankkit.rerank import rerank_run
-print(first, callable(rankkit.rerank), rankkit.rerank.rerank_run is rerank_run)
+first = rankkit.rerank
+import rankkit.reranking  # importing the subpackage binds rankkit.reranking, never rankkit.rerank
+from rankkit.reranking import rerank_run
+import rankkit.api
+print(first is rankkit.api.rerank, rankkit.rerank is rankkit.api.rerank, rankkit.reranking.rerank_run is rerank_run,
+      type(rankkit).__name__)
 """
     result = run_python(code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "True", "True"]
+    assert result.stdout.split() == ["True", "True", "True", "module"]

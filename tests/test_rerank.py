@@ -13,7 +13,7 @@ from rankkit.docstore import open_docstore
 from rankkit.formats import read_run, sort_ranking, write_run
 from rankkit.formats.runs import iter_run_lines
 from rankkit.models.cross_encoders.mono import Mono
-from rankkit.rerank import merge_tail, rerank_run
+from rankkit.reranking import merge_tail, rerank_run
 
 
 @pytest.fixture(scope="module")

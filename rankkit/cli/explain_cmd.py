@@ -44,7 +44,7 @@ def explain_command(
     from rich.table import Table
 
     from rankkit.docstore import open_docstore
-    from rankkit.rerank.explain import explain_query, plot_explanation
+    from rankkit.reranking.explain import explain_query, plot_explanation
     from rankkit.models.checkpoint import load_for_inference
     from rankkit.devices import pick_device
 

@@ -56,7 +56,7 @@ def rerank_command(
     first-stage scores.
     """
     from rankkit.docstore import open_docstore
-    from rankkit.rerank import rerank_run
+    from rankkit.reranking import rerank_run
     from rankkit.models.checkpoint import load_for_inference
     from rankkit.distributed import init_distributed
 

@@ -8,7 +8,7 @@ vectors (DenseTrans) keeps that call (an *export form* of it, the same computati
 traceable shapes, is what gets exported, and it is checked against the network itself).
 Everything around the encoder (tokenisation, pooling, heads such as MatRank's matrix or PARADE's
 aggregators, scoring) stays the model's own torch code, so the inference drivers
-(:mod:`rankkit.rerank`, :mod:`rankkit.dense`) do not change and the trainer is never involved.
+(:mod:`rankkit.reranking`, :mod:`rankkit.dense`) do not change and the trainer is never involved.
 
 Exports:
 
