@@ -30,7 +30,7 @@ from rankkit.version import __version__
 from rankkit.console import log
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
-from rankkit.formats._files import PathLike
+from rankkit.files import PathLike
 
 MANIFEST_NAME = "rankkit-index.json"
 MANIFEST_FORMAT = 1

@@ -24,7 +24,7 @@ from typing import Callable
 
 import pytest
 
-from rankkit.formats._files import TEMP_MARK
+from rankkit.files import TEMP_MARK
 
 RANKKIT = str(Path(sys.executable).with_name("rankkit"))
 CORPUS_SMALL = Path(__file__).parent / "data" / "corpus_small"

@@ -84,7 +84,7 @@ def eval_command(
     from rankkit.evaluation.measures import expand_groups, parse_measures
     from rankkit.evaluation.report import render
     from rankkit.formats import atomic_write
-    from rankkit.formats._files import check_outputs
+    from rankkit.files import check_outputs
 
     # Measures and plot preconditions are checked before any (possibly large) file is read.
     specs = parse_measures(measures, rel_level=rel_level)

@@ -52,7 +52,7 @@ def explain_command(
         raise RankkitError(f"explain shows MatRank's matrix: --model matrank or matrank-row, not {model!r}")
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
-    from rankkit.formats._files import check_outputs
+    from rankkit.files import check_outputs
 
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     from rankkit.models.runtime import use_runtime

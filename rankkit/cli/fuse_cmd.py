@@ -10,7 +10,7 @@ import typer
 from rankkit.cli.app import app, float_range, int_range
 from rankkit.console import log, progress_bar
 from rankkit.errors import RankkitError
-from rankkit.formats._files import check_outputs
+from rankkit.files import check_outputs
 from rankkit.formats.runs import Run, read_run, write_run
 from rankkit.fusion import FUSION_METHODS, check_fusion_options, fuse
 

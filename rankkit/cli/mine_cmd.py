@@ -10,7 +10,7 @@ import typer
 from rankkit.cli.app import app, int_range
 from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.formats._files import check_outputs, open_binary
+from rankkit.files import check_outputs, open_binary
 
 # Importing rankkit.training.mine runs rankkit/training/__init__.py, which loads torch: done inside
 # the command, so that every other subcommand (and --help) starts in a fraction of a second.

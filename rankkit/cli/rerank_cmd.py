@@ -69,7 +69,7 @@ def rerank_command(
     if tag is not None and runtag is not None and tag != runtag:
         raise RankkitError("--tag is the old name of --runtag: give one of them")
     runtag = runtag if runtag is not None else tag
-    from rankkit.formats._files import check_outputs
+    from rankkit.files import check_outputs
     from rankkit.formats.sources import load_topics, resolve_corpus
 
     # Before any work: never overwrite an input, never find a bad output only at the rename.

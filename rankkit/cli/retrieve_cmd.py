@@ -18,7 +18,7 @@ from rankkit.cli.registry import OptionRegistry
 from rankkit.cli.runtime_options import backend_option, precision_option, quantize_option, runtime_of
 from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.formats._files import check_outputs
+from rankkit.files import check_outputs
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def train_command(
     """
     import dataclasses
 
-    from rankkit.formats._files import check_output_dir
+    from rankkit.files import check_output_dir
     from rankkit.models import get_model_class
     from rankkit.training import TrainConfig
     from rankkit.training import recipes

@@ -9,7 +9,7 @@ import typer
 
 from rankkit.cli.app import app
 from rankkit.console import log, progress_bar
-from rankkit.formats._files import check_outputs
+from rankkit.files import check_outputs
 from rankkit.formats.validate import validate_run, write_fixed_run
 
 

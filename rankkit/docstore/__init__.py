@@ -18,7 +18,7 @@ from rankkit.docstore.base import DocStore, MissingDocumentsError
 from rankkit.docstore.corpus import CorpusDocStore, default_table_dir
 from rankkit.docstore.index import IndexDocStore
 from rankkit.errors import RankkitError
-from rankkit.formats._files import PathLike
+from rankkit.files import PathLike
 
 
 def open_docstore(

@@ -16,7 +16,7 @@ rebuilt when the corpus's size or modification time changes. A lookup re-reads t
 offset, parses it with the corpus reader and checks its docid, so a hash collision can never return
 the wrong passage. Duplicate docids in a corpus are an error (file:line), found while building, as
 are bytes that are not UTF-8. A table is built in a locked temporary folder (rankkit's temporary
-mark, :func:`rankkit.formats._files.staging_dir`) renamed into place; one left by a killed build is
+mark, :func:`rankkit.files.staging_dir`) renamed into place; one left by a killed build is
 removed by the next build.
 """
 
@@ -36,7 +36,7 @@ import numpy as np
 from rankkit.console import log, progress_bar
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError, docid_hash
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import (
+from rankkit.files import (
     UTF8_BOM, decode_line, is_gzip_file, iter_raw_lines, remove_tree, staging_dir, temporary_path, user_cache_root,
 )
 from rankkit.formats.corpus import Document, is_jsonl_corpus, parse_json_document, parse_tsv_document

@@ -22,7 +22,7 @@ import numpy as np
 
 from rankkit.errors import RankkitError
 from rankkit.evaluation.measures import MIN_GEO_MEAN, MeasureSpec, parse_measures
-from rankkit.formats._files import PathLike
+from rankkit.files import PathLike
 from rankkit.formats.qrels import Qrels
 from rankkit.formats.sources import load_qrels
 from rankkit.formats.runs import Run, read_run, sort_ranking

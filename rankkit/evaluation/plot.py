@@ -14,7 +14,7 @@ import numpy as np
 
 from rankkit.errors import RankkitError
 from rankkit.evaluation.evaluate import EvalResult
-from rankkit.formats._files import PathLike, atomic_write
+from rankkit.files import PathLike, atomic_write
 
 
 def _write_bytes_atomic(path: PathLike, data: bytes) -> None:

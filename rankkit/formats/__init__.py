@@ -1,6 +1,6 @@
 """File formats rankkit reads and writes: runs, qrels, topics, corpora, training groups."""
 
-from rankkit.formats._files import atomic_write, open_text
+from rankkit.files import atomic_write, open_text
 from rankkit.formats.corpus import Document, iter_corpus, write_corpus
 from rankkit.formats.groups import Passage, TrainingGroup, iter_groups, read_groups, write_groups
 from rankkit.formats.qrels import Qrels, read_qrels, write_qrels

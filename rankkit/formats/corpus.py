@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
 
 ID_KEYS = ("id", "_id", "docid", "doc_id", "pid")
 

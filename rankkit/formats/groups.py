@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
 
 
 @dataclass(frozen=True)

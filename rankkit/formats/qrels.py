@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines
+from rankkit.files import PathLike, atomic_write, iter_lines
 
 Qrels = dict[str, dict[str, int]]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines
+from rankkit.files import PathLike, atomic_write, iter_lines
 
 Run = dict[str, dict[str, float]]
 

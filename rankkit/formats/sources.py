@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from rankkit.console import log, progress_bar
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import PathLike, atomic_write, user_cache_root
+from rankkit.files import PathLike, atomic_write, user_cache_root
 from rankkit.formats.qrels import Qrels, read_qrels
 from rankkit.formats.topics import TOPIC_FIELDS, Topics, check_topic_field, read_topics
 

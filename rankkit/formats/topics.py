@@ -10,7 +10,7 @@ import re
 from typing import Iterator, Mapping
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
 
 Topics = dict[str, str]
 

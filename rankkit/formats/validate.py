@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import PathLike, decode_line, iter_raw_lines, open_binary
+from rankkit.files import PathLike, decode_line, iter_raw_lines, open_binary
 from rankkit.formats.sources import load_qrels
 from rankkit.formats.runs import Run, parse_run_line, sort_ranking, write_run
 

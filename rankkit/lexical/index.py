@@ -27,8 +27,8 @@ import numpy as np
 from rankkit.console import log, progress_bar
 from rankkit.formats.ids import docid_hash
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import PathLike, staging_dir
-from rankkit.formats._files import remove_tree as _remove_tree
+from rankkit.files import PathLike, staging_dir
+from rankkit.files import remove_tree as _remove_tree
 from rankkit.formats.corpus import count_documents, iter_corpus
 from rankkit.lexical import java
 from rankkit.indexes import MANIFEST_NAME, is_empty_dir, new_manifest, write_manifest

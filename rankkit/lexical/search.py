@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from rankkit.console import progress_bar, warn
 from rankkit.errors import RankkitError
-from rankkit.formats._files import PathLike
+from rankkit.files import PathLike
 from rankkit.formats.runs import write_run
 from rankkit.formats.topics import read_topics
 from rankkit.lexical import java

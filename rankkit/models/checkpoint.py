@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
-from rankkit.formats._files import staging_dir
+from rankkit.files import staging_dir
 from rankkit.models.base import RankingModel
 from rankkit.models.registry import get_model_class
 

@@ -36,7 +36,7 @@ from typing import Callable, Iterator, Literal, Mapping
 from rankkit.console import log, progress_bar, warn
 from rankkit.docstore import DocStore
 from rankkit.errors import RankkitError
-from rankkit.formats._files import PathLike
+from rankkit.files import PathLike
 from rankkit.formats.groups import Passage, TrainingGroup, write_groups
 from rankkit.formats.qrels import read_qrels
 from rankkit.formats.runs import count_run_queries, iter_run_queries

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import torch
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats._files import staging_dir
+from rankkit.files import staging_dir
 from rankkit.models import RankingModel
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
@@ -39,7 +39,7 @@ def save_step_checkpoint(output: Path, model: RankingModel, meta: Mapping[str, A
     """Write ``OUTPUT/checkpoints/step-N`` atomically (temporary folder renamed), keep the newest ``keep``."""
     final = step_dir(output, int(trainer_state["step"]))
     # A locked staging folder with rankkit's temporary mark: one left by a SIGKILL is removed by the
-    # next save into the same folder (rankkit.formats._files.staging_dir).
+    # next save into the same folder (rankkit.files.staging_dir).
     with staging_dir(final) as staging:
         tmp = staging / "checkpoint"
         tmp.mkdir()

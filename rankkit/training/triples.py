@@ -16,7 +16,7 @@ from typing import Iterator, Mapping
 
 from rankkit.docstore import DocStore, open_docstore
 from rankkit.errors import InputError
-from rankkit.formats._files import PathLike, user_cache_root
+from rankkit.files import PathLike, user_cache_root
 from rankkit.formats.groups import Passage, TrainingGroup, iter_id_triples, write_groups
 from rankkit.formats.sources import load_topics
 

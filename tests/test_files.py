@@ -9,7 +9,7 @@ import pytest
 
 from rankkit.errors import InputError
 from rankkit.formats import atomic_write, open_text
-from rankkit.formats._files import iter_lines
+from rankkit.files import iter_lines
 
 
 def test_atomic_write_leaves_nothing_on_error(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_stale_temporaries_are_removed_live_ones_kept(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from rankkit.formats._files import TEMP_MARK, remove_stale_temporaries
+    from rankkit.files import TEMP_MARK, remove_stale_temporaries
 
     target = tmp_path / "out.run"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -111,7 +111,7 @@ def test_stale_temporaries_are_removed_live_ones_kept(tmp_path: Path) -> None:
 
 def test_check_outputs_refuses_before_any_work(tmp_path: Path) -> None:
     from rankkit.errors import RankkitError
-    from rankkit.formats._files import check_outputs
+    from rankkit.files import check_outputs
 
     run = tmp_path / "run.txt"
     run.write_text("x\n")

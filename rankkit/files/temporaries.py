@@ -1,0 +1,193 @@
+"""Temporaries rankkit owns beside an output: named ``.NAME.rktmp-PID-RANDOM``, locked while in use.
+
+The next write of the same output removes any such leftover whose lock is free and whose process is
+gone (a SIGKILL cannot run clean-up code, so the next run does it). Signals are held back between
+creating a temporary and entering the ``try`` that removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+from rankkit.errors import RankkitError
+from rankkit.files.paths import PathLike, first_existing
+
+try:  # advisory locks tell a live writer's temporary from a killed one's (POSIX only)
+    import fcntl
+except ImportError:  # pragma: no cover - not on Linux/macOS
+    fcntl = None  # type: ignore[assignment]
+
+
+#: Marks every temporary file or folder rankkit creates beside an output: ``.NAME.rktmp-PID-RANDOM``.
+TEMP_MARK = ".rktmp-"
+
+
+#: A leftover whose lock is free but whose PID is alive (PID reuse) is stale after this long.
+STALE_AFTER_SECONDS = 3600.0
+
+
+_DEFERRED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def block_signals() -> object | None:
+    """Hold back SIGINT/SIGTERM/SIGHUP (returns the previous mask, for :func:`unblock_signals`).
+
+    Between creating a temporary and entering the ``try`` that removes it, an interrupt would leave
+    it behind; blocked signals stay pending and arrive, inside the ``try``, once unblocked.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+
+
+def unblock_signals(previous: object | None) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # type: ignore[arg-type]
+
+
+def temp_prefix(target: Path) -> str:
+    # Cut long names so prefix + PID + random part stay under the 255-byte name limit.
+    return f".{target.name[:180]}{TEMP_MARK}"
+
+
+def lock_fd(fd: int) -> bool:
+    """Take an exclusive advisory lock on ``fd`` without waiting; False if someone holds it."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without locks: fall back on the PID check alone
+        return True
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def _is_stale(path: Path, pid: int) -> bool:
+    """A leftover nobody holds: its lock is free and its process is gone (or it is very old)."""
+    if pid == os.getpid():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        if not lock_fd(fd):
+            return False  # a live writer holds it
+        age = time.time() - os.fstat(fd).st_mtime
+    finally:
+        os.close(fd)  # closing drops the probe's own lock
+    return not _pid_alive(pid) or age > STALE_AFTER_SECONDS
+
+
+def remove_tree(folder: Path, attempts: int = 100) -> None:
+    """Remove a folder even while a thread (an interrupted Java indexer) still creates files in it."""
+    for _ in range(attempts):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.lexists(folder):
+            return
+        time.sleep(0.02)
+
+
+def remove_stale_temporaries(target: PathLike) -> list[Path]:
+    """Remove the leftovers of killed rankkit processes beside ``target``; returns what was removed.
+
+    Only names carrying rankkit's temporary mark for this very output are considered, and only
+    those whose lock is free and whose process no longer exists.
+    """
+    target = Path(target)
+    prefix = temp_prefix(target)
+    removed: list[Path] = []
+    try:
+        entries = [entry.name for entry in os.scandir(target.parent) if entry.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for name in entries:
+        pid_text = name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        path = target.parent / name
+        if not _is_stale(path, int(pid_text)):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            remove_tree(path, attempts=5)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed
+
+
+def temporary_path(target: PathLike) -> Path:
+    """A fresh name beside ``target`` with rankkit's temporary mark (for moving something out of the way)."""
+    target = Path(target)
+    return target.parent / f"{temp_prefix(target)}{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def writable_dir(folder: Path) -> bool:
+    """A folder we may create files in; a folder with no write bit counts as read-only even for root."""
+    try:
+        mode = folder.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and bool(mode & 0o222) and os.access(folder, os.W_OK | os.X_OK)
+
+
+def make_parent(folder: Path, shown: PathLike) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RankkitError(f"cannot write {shown}: {first_existing(folder)} is not a directory") from None
+    except NotADirectoryError:
+        raise RankkitError(f"cannot write {shown}: {first_existing(folder)} is not a directory") from None
+    except OSError as err:
+        raise RankkitError(f"cannot write {shown}: cannot create folder {folder}: {err.strerror or err}") from None
+
+
+@contextlib.contextmanager
+def staging_dir(target: PathLike) -> Iterator[Path]:
+    """A locked temporary folder beside ``target`` with rankkit's temporary mark, removed on any exit.
+
+    Build into it, then rename what was built onto ``target``. Leftovers of killed earlier builds of
+    the same target are removed first (see :func:`remove_stale_temporaries`).
+    """
+    target = Path(target)
+    make_parent(target.parent, target)
+    remove_stale_temporaries(target)
+    blocked = block_signals()
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", dir=target.parent))
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError as err:
+        unblock_signals(blocked)
+        raise RankkitError(f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
+    try:
+        unblock_signals(blocked)
+        lock_fd(fd)
+        yield folder
+    finally:
+        try:
+            remove_tree(folder)
+        finally:
+            os.close(fd)
