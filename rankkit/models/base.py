@@ -26,6 +26,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 
 from rankkit.errors import RankkitError
+from rankkit.hub import ModelSource
 from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
 from rankkit.models.outputs import InBatchOutput, RankingOutput
@@ -88,6 +89,8 @@ class RankingModel(torch.nn.Module, abc.ABC):
         super().__init__()
         #: The model's settings, recorded in rankkit.json and restored on load.
         self.config = config
+        #: Where a loaded model came from (a local folder or a hub repo id and commit); None when built fresh.
+        self.source: ModelSource | None = None
 
     @property
     def hparams(self) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.formats import atomic_write
-from rankkit.files import staging_dir
+from rankkit.files import atomic_write, staging_dir
+from rankkit.hub import ModelSource, resolve_model
 from rankkit.models.base import RankingModel
 from rankkit.models.registry import get_model_class
 
@@ -52,7 +52,7 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """The rankkit.json of a checkpoint folder."""
+    """The rankkit.json of a checkpoint folder (a local folder; see :func:`load_model` for hub ids)."""
     path = Path(folder)
     if not path.exists():
         raise InputError(path, None, "no such checkpoint folder")
@@ -95,15 +95,21 @@ def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mappin
     return target
 
 
-def load_model(folder: str | os.PathLike[str], *, expect: str | None = None) -> RankingModel:
-    """Load a model folder written by rankkit (any registered model), ready for inference on CPU."""
-    path = Path(folder)
+def load_model(folder: str | os.PathLike[str] | ModelSource, *, expect: str | None = None) -> RankingModel:
+    """Load a model written by rankkit (any registered model), ready for inference on CPU.
+
+    ``folder`` is a model reference (:mod:`rankkit.hub`): a local folder or ``ORG/NAME[@REV]``;
+    the model's :attr:`~rankkit.models.base.RankingModel.source` says where it came from.
+    """
+    source = folder if isinstance(folder, ModelSource) else resolve_model(folder)
+    path = source.path
     meta = read_meta(path)
     cls = get_model_class(str(meta["model"]))
     if expect is not None and cls.name != expect:
-        raise RankkitError(f"checkpoint {path} holds a {cls.name!r} model, not {expect!r}")
+        raise RankkitError(f"checkpoint {source.reference} holds a {cls.name!r} model, not {expect!r}")
     model = cls.load(path, read_config(cls, meta, path))
     model.eval()
+    model.source = source
     return model
 
 
@@ -116,28 +122,54 @@ def read_config(cls: type[RankingModel], meta: Mapping[str, Any], folder: Path) 
 
 
 def load_for_inference(model_name: str, checkpoint: str | os.PathLike[str] | None) -> RankingModel:
-    """The model to encode or score with: a rankkit checkpoint, or a zero-shot backbone.
+    """The model to encode or score with: a rankkit checkpoint, a lightning-ir checkpoint, or a zero-shot backbone.
 
-    ``checkpoint`` may be a folder written by ``rankkit train`` (its rankkit.json must name
-    ``model_name``), any local Hugging Face folder (used zero-shot), or ``None`` (the model's
-    zero-shot form on the packaged default backbone).
+    ``checkpoint`` is a model reference (a local folder or a hub id ``ORG/NAME[@REV]``, :mod:`rankkit.hub`)
+    to a folder written by ``rankkit train`` (its rankkit.json must name ``model_name``), one saved
+    by lightning-ir (``set-encoder``, ``mono``), or any Hugging Face folder used zero-shot (a
+    sentence-transformers or plain encoder for bi-encoders, a ``*ForSequenceClassification``
+    cross-encoder for ``mono``); ``None`` is the model's zero-shot form on the packaged default backbone.
     """
     cls = get_model_class(model_name)
-    if checkpoint is not None and is_checkpoint(checkpoint):
-        return load_model(checkpoint, expect=model_name)
-    if checkpoint is not None:
-        path = Path(checkpoint)
-        if not path.exists():
-            raise InputError(path, None, "no such checkpoint folder")
-        if not path.is_dir():
-            raise InputError(path, None, "is a file, expected a checkpoint folder")
-        if not (path / "config.json").is_file():
-            raise InputError(path, None, "not a rankkit checkpoint (no rankkit.json) nor a Hugging Face model "
-                                         "folder (no config.json)")
-    model = cls.zero_shot(None if checkpoint is None else Path(checkpoint))
+    if checkpoint is None:
+        model = cls.zero_shot(None)
+        model.eval()
+        return model
+    source = resolve_model(checkpoint)
+    path = source.path
+    if is_checkpoint(path):
+        return load_model(source, expect=model_name)
+    if not path.is_dir():
+        raise InputError(path, None, "is a file, expected a checkpoint folder")
+    if not (path / "config.json").is_file():
+        raise InputError(path, None, "not a rankkit checkpoint (no rankkit.json) nor a Hugging Face model "
+                                     "folder (no config.json)")
+    from rankkit.models import lightning_ir
+
+    if lightning_ir.is_lightning_ir(path):
+        model = lightning_ir.load(path, model_name)
+    else:
+        check_folder_kind(cls, path, source.reference)
+        model = cls.zero_shot(path)
     model.eval()
+    model.source = source
     return model
 
 
-__all__ = ["FORMAT_VERSION", "RANKKIT_JSON", "is_checkpoint", "load_for_inference", "load_model", "read_config",
-           "read_json", "read_meta", "save_model", "write_json", "write_model_files"]
+def check_folder_kind(cls: type[RankingModel], path: Path, shown: str) -> None:
+    """Refuse a cross-encoder folder for a bi-encoder model and a bi-encoder folder for a cross-encoder,
+    in one line naming the model to use (used zero-shot, either would score, but meaninglessly)."""
+    from rankkit.models.backbone import hf_architectures, is_sequence_classifier, read_sentence_transformers
+    from rankkit.models.base import BiEncoder
+
+    if issubclass(cls, BiEncoder) and is_sequence_classifier(path):
+        names = ", ".join(hf_architectures(path))
+        raise RankkitError(f"{shown} is a cross-encoder ({names}): it scores (query, passage) pairs, it does not "
+                           f"embed them; re-rank with --model mono --checkpoint {shown}, not --model {cls.name}")
+    if not issubclass(cls, BiEncoder) and not is_sequence_classifier(path) and read_sentence_transformers(path):
+        raise RankkitError(f"{shown} is a sentence-transformers bi-encoder: use it with --model repbert "
+                           f"(or densetrans), not --model {cls.name}")
+
+
+__all__ = ["FORMAT_VERSION", "RANKKIT_JSON", "check_folder_kind", "is_checkpoint", "load_for_inference", "load_model",
+           "read_config", "read_json", "read_meta", "save_model", "write_json", "write_model_files"]

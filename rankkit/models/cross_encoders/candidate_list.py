@@ -59,6 +59,11 @@ class CandidateListConfig(ModelConfig):
     hidden: int | None = option(
         None, minimum=0, paper="MatRank §3.1 (the scoring head)",
         help="head hidden width; 0 = a linear layer on h [default: bi 256, cross 0]")
+    truncation: Literal["pair", "lightning-ir"] = option(
+        "pair", paper="lightning-ir's CrossEncoderTokenizer for lightning-ir",
+        help="--encoder cross: pair cuts the query to max_query_length tokens and lets the passage fill the "
+             "rest of the 3 + query + passage budget; lightning-ir cuts query and passage to their own "
+             "limits, decodes and re-encodes them (lightning-ir checkpoints score as in lightning-ir)")
 
     def resolve(self) -> None:
         if self.freeze_encoder is None:
@@ -85,7 +90,7 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         self.tokenizer = tokenizer
         qlen, dlen = config.max_query_length, config.max_doc_length
         if kind == "cross":
-            self.pairs: PairEncoder = self.cross_pairs(encoder, tokenizer, qlen, qlen + dlen + 3)
+            self.pairs: PairEncoder = self.cross_pairs(encoder, tokenizer, config)
         else:
             self.pairs = BiPairEncoder(encoder, tokenizer, qlen, dlen, bool(config.freeze_encoder),
                                        config.bi_pooling or "mean")
@@ -99,9 +104,20 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         self.build_head(self.pairs.dim, int(config.hidden or 0))
 
     # -- construction -------------------------------------------------------------------------
-    def cross_pairs(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> CrossPairEncoder:
-        """The ``cross`` pair encoder (:attr:`cross_pair_encoder`; ``mono`` may use a sequence classifier)."""
-        return self.cross_pair_encoder(encoder, tokenizer, max_query_length, max_length)
+    def cross_pairs(self, encoder: Any, tokenizer: Any, config: CandidateListConfig) -> CrossPairEncoder:
+        """The ``cross`` pair encoder (:attr:`cross_pair_encoder`; ``mono`` may use a sequence classifier):
+        pairs of at most ``3 + max_query_length + max_doc_length`` tokens, one more with an interaction token."""
+        return self.cross_pair_encoder(encoder, tokenizer, *self.pair_limits(config), truncation=config.truncation,
+                                       interaction_token=self.interaction_token())
+
+    def pair_limits(self, config: CandidateListConfig) -> tuple[int, int]:
+        """``(max_query_length, max_length)`` of the cross pairs."""
+        extra = 0 if self.interaction_token() is None else 1
+        return config.max_query_length, config.max_query_length + config.max_doc_length + 3 + extra
+
+    def interaction_token(self) -> str | None:
+        """A special token placed after ``[CLS]`` (the Set-Encoder's ``[INT]``); None for the others."""
+        return None
 
     @abc.abstractmethod
     def build_head(self, dim: int, hidden: int) -> None:
@@ -123,7 +139,7 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
     def set_max_length(self, max_length: int) -> None:
         """Inference-time length: the whole pair (cross) or the passage (bi), in tokens."""
         if isinstance(self.pairs, CrossPairEncoder):
-            if max_length < self.pairs.max_query_length + 4:
+            if max_length < self.pairs.max_query_length + 3 + len(self.pairs.head_ids):
                 raise RankkitError(f"--max-length {max_length} leaves no room for the passage")
         elif max_length < 2:
             raise RankkitError(f"--max-length must be at least 2, got {max_length}")

@@ -76,10 +76,10 @@ class Mono(CandidateListModel):
         return isinstance(self.pairs, ClassifierPairEncoder)
 
     # -- construction -------------------------------------------------------------------------
-    def cross_pairs(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> CrossPairEncoder:
-        if _hf_head(self.config):
-            return ClassifierPairEncoder(encoder, tokenizer, max_query_length, max_length)
-        return super().cross_pairs(encoder, tokenizer, max_query_length, max_length)
+    def cross_pairs(self, encoder: Any, tokenizer: Any, config: CandidateListConfig) -> CrossPairEncoder:
+        if _hf_head(config):
+            return ClassifierPairEncoder(encoder, tokenizer, *self.pair_limits(config), truncation=config.truncation)
+        return super().cross_pairs(encoder, tokenizer, config)
 
     def build_head(self, dim: int, hidden: int) -> None:
         if self.hf_head:  # the classifier's logit is the score already

@@ -59,10 +59,25 @@ class PairEncoder(nn.Module, abc.ABC):
         """A per-pair length used to sort pairs into batches with little padding."""
 
 
-class CrossPairEncoder(PairEncoder):
-    """MatRank Eq. 1: ``h_i = encode_[CLS](q, t_i)`` over ``[CLS] q [SEP] t_i [SEP]``."""
+#: How a (query, passage) pair is cut to its token budget (``truncation`` of the cross-encoders).
+TRUNCATIONS = ("pair", "lightning-ir")
 
-    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
+
+class CrossPairEncoder(PairEncoder):
+    """MatRank Eq. 1: ``h_i = encode_[CLS](q, t_i)`` over ``[CLS] q [SEP] t_i [SEP]``.
+
+    ``truncation``: ``pair`` (rankkit's) cuts the query to ``max_query_length`` tokens and lets the
+    passage fill the rest of ``max_length``; ``lightning-ir`` cuts the query to ``max_query_length``
+    and the passage to ``max_length - max_query_length - 3`` tokens (one less with an interaction
+    token) each, decodes both cuts back to
+    text and encodes the pair again, as lightning-ir's ``CrossEncoderTokenizer`` does (so its
+    checkpoints score as in lightning-ir; a short query leaves its unused budget unused).
+    ``interaction_token`` (e.g. ``[INT]``, the Set-Encoder authors' ``add_extra_token``) is placed
+    right after ``[CLS]``: ``[CLS] [INT] q [SEP] t_i [SEP]``, inside the query segment.
+    """
+
+    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int, *,
+                 truncation: str = "pair", interaction_token: str | None = None) -> None:
         super().__init__()
         self.encoder = encoder
         self.tokenizer = tokenizer
@@ -70,7 +85,18 @@ class CrossPairEncoder(PairEncoder):
         self.max_length = max_length
         self.dim = int(encoder.config.hidden_size)
         self._uses_segments = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
-        if self.max_length < self.max_query_length + 4:
+        if truncation not in TRUNCATIONS:
+            raise RankkitError(f"unknown truncation {truncation!r}; use {' or '.join(TRUNCATIONS)}")
+        self.truncation = truncation
+        self.interaction_token = interaction_token
+        #: ``[CLS]`` and the interaction token, if any: what precedes the query.
+        self.head_ids = [int(tokenizer.cls_token_id)]
+        if interaction_token is not None:
+            token_id = tokenizer.convert_tokens_to_ids(interaction_token)
+            if token_id is None or token_id == tokenizer.unk_token_id:
+                raise RankkitError(f"the tokenizer has no {interaction_token} token (the interaction token)")
+            self.head_ids.append(int(token_id))
+        if self.max_length < self.max_query_length + len(self.head_ids) + 3:
             raise RankkitError(f"max length {max_length} leaves no room for the passage after a "
                                f"{max_query_length}-token query")
         # BERT's NSP pooler is unused ([CLS] of the last layer is taken raw); frozen so the saved
@@ -81,17 +107,30 @@ class CrossPairEncoder(PairEncoder):
 
     def _ids(self, queries: Sequence[str], texts: Sequence[str]) -> list[tuple[list[int], int]]:
         """Token ids of each pair and the length of its query part (``[CLS] q [SEP]``)."""
-        cls_id, sep_id = int(self.tokenizer.cls_token_id), int(self.tokenizer.sep_token_id)
+        sep_id = int(self.tokenizer.sep_token_id)
         unique = sorted(set(queries))
-        q_ids = dict(zip(unique, tokenize(self.tokenizer, unique, self.max_query_length,
-                                                   add_special_tokens=False)))
-        budget = self.max_length - 3
-        d_ids = tokenize(self.tokenizer, list(texts), budget, add_special_tokens=False)
+        if self.truncation == "lightning-ir":
+            doc_limit = self.max_length - self.max_query_length - len(self.head_ids) - 2
+            q_ids = dict(zip(unique, self._cut_and_reencode(unique, self.max_query_length)))
+            d_ids = self._cut_and_reencode(list(texts), doc_limit)
+        else:
+            q_ids = dict(zip(unique, tokenize(self.tokenizer, unique, self.max_query_length, add_special_tokens=False)))
+            d_ids = tokenize(self.tokenizer, list(texts), self.max_length - 3, add_special_tokens=False)
         out = []
         for q, d in zip(queries, d_ids):
-            head = [cls_id, *q_ids[q], sep_id]
+            head = [*self.head_ids, *q_ids[q], sep_id]
             out.append((head + d[: self.max_length - len(head) - 1] + [sep_id], len(head)))
         return out
+
+    def _cut_and_reencode(self, texts: list[str], limit: int) -> list[list[int]]:
+        """lightning-ir's truncation: the first ``limit`` tokens decoded to text, then encoded again
+        (``CrossEncoderTokenizer._truncate``; the second encoding can differ from the cut, e.g. where
+        a cut word piece decodes and re-encodes as another piece)."""
+        if not texts:
+            return []
+        cut = self.tokenizer.batch_decode(tokenize(self.tokenizer, texts, limit, add_special_tokens=False))
+        # No special tokens, no limit beyond a generous one (memory): the re-encoding is not cut again.
+        return tokenize(self.tokenizer, cut, 4 * limit + 8, add_special_tokens=False)
 
     def pair_lengths(self, queries: Sequence[str], texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids, _ in self._ids(queries, texts)]
@@ -131,8 +170,10 @@ class ClassifierPairEncoder(CrossPairEncoder):
     relevant, relevant): ``log softmax`` of "relevant", monoBERT's score.
     """
 
-    def __init__(self, classifier: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
-        super().__init__(classifier, tokenizer, max_query_length, max_length)
+    def __init__(self, classifier: Any, tokenizer: Any, max_query_length: int, max_length: int, *,
+                 truncation: str = "pair", interaction_token: str | None = None) -> None:
+        super().__init__(classifier, tokenizer, max_query_length, max_length, truncation=truncation,
+                         interaction_token=interaction_token)
         self.dim = 1
         self.labels = int(classifier.config.num_labels)
 

