@@ -59,6 +59,7 @@ class ModelSource:
     repo_id: str | None = None  # the hub repository, when known
     revision: str | None = None  # the requested revision (None: main)
     commit: str | None = None  # the resolved commit of that revision
+    package: str | None = None  # a Python package that ships this model (the packaged default backbone)
 
     @property
     def pinned(self) -> str:
@@ -70,6 +71,8 @@ class ModelSource:
     def provenance(self) -> dict[str, Any]:
         """What checkpoints, index manifests and model cards record: the repo id and commit, never a cache
         path; for a plain local folder its name, the name its config gives and its weights' SHA-256."""
+        if self.package is not None:
+            return {"repo_id": self.repo_id, "package": self.package}
         if self.repo_id is not None:
             return {"repo_id": self.repo_id, "revision": self.revision or "main", "commit": self.commit}
         record: dict[str, Any] = {"local_folder": self.path.name}

@@ -14,6 +14,11 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("RANKKIT_HEARTBEAT", "0")
 # Docid tables go to the user cache by default; the tests keep theirs in a throw-away folder.
 os.environ.setdefault("RANKKIT_CACHE_DIR", tempfile.mkdtemp(prefix="rankkit-test-cache-"))
+# Nothing in the suite reaches the network, and no test sees the developer's own Hugging Face cache:
+# hub ids resolve from a throw-away cache (tests/test_hub.py fills it, or serves it from 127.0.0.1).
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="rankkit-test-hf-home-")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 from dataclasses import dataclass
 from pathlib import Path

@@ -84,9 +84,12 @@ print(os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_VERBOSITY")
 """
     result = run_python(code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["rankkit", rankkit.__version__, "1", "error"]
-    kept = run_python(code, env={"HF_HUB_OFFLINE": "0"})  # a value the user set wins
-    assert kept.stdout.split()[-2:] == ["0", "error"]
+    # Offline is the user's choice: the command no longer forces HF_HUB_OFFLINE.
+    assert result.stdout.split() == ["rankkit", rankkit.__version__, "None", "error"]
+    kept = run_python(code, env={"HF_HUB_OFFLINE": "0", "TRANSFORMERS_VERBOSITY": "info"})  # a value the user set wins
+    assert kept.stdout.split()[-2:] == ["0", "info"]
+    offline = run_python(code.replace('main(["--version"])', 'main(["--offline", "--version"])'))
+    assert offline.stdout.split()[-2:] == ["1", "error"]
 
 
 def test_py_typed_is_shipped() -> None:

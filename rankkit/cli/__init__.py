@@ -7,7 +7,9 @@ and operating-system errors on a named file. SIGTERM and SIGHUP are raised as
 :class:`rankkit.errors.Terminated` (a ``KeyboardInterrupt``), so they clean up exactly as Ctrl-C.
 Set ``RANKKIT_DEBUG=1`` to get the traceback of an operating-system error instead.
 
-Only :func:`main` (the ``rankkit`` command) changes process-wide settings (:func:`command_settings`):
+Model references (``--checkpoint``, ``--backbone``, ``--init-checkpoint``, ``--teacher-checkpoint``:
+a local folder or a hub id) are resolved by :func:`resolve_model_references` before anything heavy
+is imported. Only :func:`main` (the ``rankkit`` command) changes process-wide settings (:func:`command_settings`):
 importing any rankkit module leaves ``os.environ`` and other libraries' logging as they were.
 """
 
@@ -111,35 +113,55 @@ def _usage_error(err: click_exceptions.ClickException) -> NoReturn:
     _fail(f"{message}{hint}", err.exit_code)
 
 
-#: Environment defaults of the ``rankkit`` command (a value the user set wins): the hub is never
-#: contacted (rankkit loads local folders only, and a lookup would hang offline), tokenizers do not
+#: Environment defaults of the ``rankkit`` command (a value the user set wins): tokenizers do not
 #: fork thread pools, and transformers/huggingface_hub print no info lines or bars of their own
-#: between rankkit's progress lines.
+#: between rankkit's progress lines (a hub download shows rankkit's own bar). Offline is the user's
+#: choice: ``HF_HUB_OFFLINE=1`` or ``rankkit --offline COMMAND``.
 COMMAND_ENVIRONMENT: dict[str, str] = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
+#: Options that take a model reference (a local folder or a hub id ORG/NAME[@REVISION], :mod:`rankkit.hub`).
+MODEL_REFERENCE_OPTIONS = ("--checkpoint", "--backbone", "--init-checkpoint", "--teacher-checkpoint")
 
 
-def command_settings() -> None:
-    """The process-wide settings of the ``rankkit`` command, set before transformers is imported."""
+def command_settings(args: list[str] | None = None) -> None:
+    """The process-wide settings of the ``rankkit`` command, set before transformers is imported;
+    ``rankkit --offline ...`` (before the subcommand) sets ``HF_HUB_OFFLINE=1``."""
     for name, value in COMMAND_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    leading = []
+    for arg in args or []:
+        if not arg.startswith("-"):
+            break
+        leading.append(arg)
+    if "--offline" in leading:
+        os.environ["HF_HUB_OFFLINE"] = "1"
     transformers = sys.modules.get("transformers")
     if transformers is not None:  # already imported (python -c, tests): its logging read the env too early
         transformers.utils.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
 
 
+def resolve_model_references(args: list[str]) -> None:
+    """Resolve (and download, with a progress bar) every model reference of the command line before
+    torch and transformers are imported: a wrong path or hub id fails in a second, in one line."""
+    if "--help" in args or "-h" in args:
+        return
+    from rankkit.hub import references, resolve_model
+
+    for option, value in references(args, MODEL_REFERENCE_OPTIONS):
+        resolve_model(value, option=option, what="backbone" if option == "--backbone" else "checkpoint")
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``rankkit`` console script and ``python -m rankkit``."""
     code: Any = 0
     args = list(sys.argv[1:] if args is None else args)
-    command_settings()
+    command_settings(args)
     try:
+        resolve_model_references(args)
         from rankkit.cli.model_options import setup_for
 
         if setup_for(args):  # train/rerank: model options generated from the registry

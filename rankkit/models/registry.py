@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rankkit.errors import RankkitError
+from rankkit.hub import ModelSource
 from rankkit.models.base import RankingModel
 
 M = TypeVar("M", bound=type[RankingModel])
@@ -36,14 +37,23 @@ def get_model_class(name: str) -> type[RankingModel]:
         raise RankkitError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
 
 
-def create_model(name: str, backbone: str | Path | None = None, **settings: Any) -> RankingModel:
+def create_model(name: str, backbone: str | Path | ModelSource | None = None, **settings: Any) -> RankingModel:
     """A fresh model ``name`` to train (or use untrained), its settings checked against its declaration
     and the backbone recorded in them (the one place that records it; ``rankkit train`` builds here).
 
+    ``backbone`` is a model reference (a local folder or a hub id, :mod:`rankkit.hub`, resolved here)
+    or a resolved :class:`~rankkit.hub.ModelSource`; None is the packaged MiniLM. The recorded
+    backbone is the hub repo id where there is one, else the folder as given.
     ``create_model("matrank", encoder="bi")`` is what ``rankkit train --model matrank --encoder bi``
-    builds before its first step (the packaged MiniLM when ``backbone`` is None).
+    builds before its first step.
     """
+    from rankkit.models.backbone import backbone_source
+
     cls = get_model_class(name)
     config = cls.config_class.build(settings, name)
-    config.backbone = None if backbone is None else str(backbone)
-    return cls.for_training(None if backbone is None else Path(backbone), config)
+    if backbone is None:
+        config.backbone = None
+        return cls.for_training(None, config)
+    source = backbone_source(backbone)
+    config.backbone = source.repo_id or source.reference
+    return cls.for_training(source.path, config)

@@ -23,7 +23,8 @@ class TrainConfig:
     model: str
     train: list[Path]
     output: Path
-    backbone: Path | None = None
+    #: A model reference (:mod:`rankkit.hub`): local folder or hub id; None: the packaged MiniLM.
+    backbone: str | None = None
     epochs: int | None = None
     max_steps: int | None = None
     batch_size: int = 32
@@ -46,7 +47,7 @@ class TrainConfig:
     loss: str | None = None
     teacher: Path | None = None
     #: Knowledge distillation from a rankkit checkpoint (PARADE Eq. 12, :mod:`rankkit.training.objective`).
-    teacher_checkpoint: Path | None = None
+    teacher_checkpoint: str | None = None
     alpha: float = 0.5
     #: ``eq12`` (PARADE Eq. 12 as written) or ``loss-mse`` (the student's --loss plus a per-group MSE).
     distillation: str = "eq12"
@@ -57,7 +58,7 @@ class TrainConfig:
     #: Recompute the transformer blocks' activations in the backward pass (less memory, ~1 more forward).
     gradient_checkpointing: bool = False
     #: Start from this rankkit checkpoint's weights (fresh optimiser and schedule; :mod:`rankkit.training.warm_start`).
-    init_checkpoint: Path | None = None
+    init_checkpoint: str | None = None
     #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread
     #: (:mod:`rankkit.training.loader`).
     workers: int = 0

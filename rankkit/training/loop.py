@@ -17,6 +17,7 @@ with ``--grad-accum A`` computes the same updates as one process with ``--grad-a
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -30,7 +31,9 @@ from rankkit.devices import autocast, check_precision
 from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup, read_groups, read_run
 from rankkit.models import RankingModel, create_model
-from rankkit.models.checkpoint import is_checkpoint, save_model
+from rankkit.models.backbone import backbone_source
+from rankkit.models.checkpoint import is_checkpoint, read_meta, save_model
+from rankkit.hub import ModelSource
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
@@ -43,7 +46,7 @@ from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
-from rankkit.training.warm_start import WarmStart, carry_weights
+from rankkit.training.warm_start import WarmStart, carry_weights, load_init_checkpoint, save_encoder
 
 BEST = "best"
 
@@ -104,15 +107,26 @@ class Trainer:
             raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
         if teacher is not None and not self.loss.uses_teacher and dist.main:
             warn(f"--teacher is ignored by --loss {self.loss.name} (only losses that read teacher scores use it)")
+        # Loaded before seeding: building the loaded model's modules draws random numbers.
+        init = None if config.init_checkpoint is None else load_init_checkpoint(config.init_checkpoint)
         seed_everything(config.seed)  # identical initial weights on every rank
         settings = {**config.model_options, "max_query_length": config.max_query_length,
                     "max_doc_length": config.max_doc_length}
-        self.model = create_model(cls.name, config.backbone, **settings)
+        self.base_model = self.backbone_provenance(init)
+        if init is not None and config.backbone is None:
+            # The checkpoint's own architecture and vocabulary; its weights are carried just below.
+            with tempfile.TemporaryDirectory(prefix="rankkit-init-encoder-") as folder:
+                backbone = ModelSource(save_encoder(init, Path(folder)), str(init.config.backbone or init.name))
+                self.model = create_model(cls.name, backbone, **settings)
+            self.model.config.backbone = init.config.backbone
+        else:
+            self.model = create_model(cls.name, config.backbone, **settings)
         self.warm_start: WarmStart | None = None
-        if config.init_checkpoint is not None and self.resume_from is None:  # a resumed run restores its own weights
-            self.warm_start = carry_weights(self.model, config.init_checkpoint)
+        if init is not None and self.resume_from is None:  # a resumed run restores its own weights
+            self.warm_start = carry_weights(self.model, init)
             if dist.main:
                 log(self.warm_start.describe())
+        del init
         if config.gradient_checkpointing:
             parts = self.model.enable_gradient_checkpointing()
             if dist.main:
@@ -176,6 +190,16 @@ class Trainer:
             rs.truncate_log(self.output / rs.TRAIN_LOG, self.step)
             log(f"resuming from {folder} at step {self.step}/{self.total_steps}")
 
+    def backbone_provenance(self, init: RankingModel | None) -> dict[str, Any]:
+        """Where the weights came from (rankkit.json ``base_model``): the backbone's hub repo id and commit
+        (or local folder fingerprint); with ``--init-checkpoint`` alone, that checkpoint's own base model."""
+        if init is not None and self.config.backbone is None:
+            assert init.source is not None
+            recorded = read_meta(init.source.path).get("base_model")
+            return {**(recorded if isinstance(recorded, dict) else {}),
+                    "via_init_checkpoint": init.source.provenance()}
+        return backbone_source(self.config.backbone).provenance()
+
     def meta(self) -> dict[str, Any]:
         """rankkit.json's training record."""
         c = self.config
@@ -192,7 +216,8 @@ class Trainer:
             "init_checkpoint": None if c.init_checkpoint is None else str(c.init_checkpoint),
             "distillation": None if c.teacher_checkpoint is None else c.distillation,
         }
-        return {"training": training, "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
+        return {"training": training, "base_model": self.base_model,
+                "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,
                 "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),
                 "rankkit_version": __version__}
 

@@ -10,8 +10,10 @@ Weights are carried tensor by tensor into the freshly built model (whose own ini
 2. then, when each model has exactly one transformers encoder under different names (``repbert``'s
    ``encoder.*`` -> ``mono``'s ``pairs.encoder.*``), that encoder's tensors by their names inside it.
 
-A carried tensor must have the same shape (else one line naming the first mismatch: usually another
-``--backbone`` than the checkpoint's); a checkpoint sharing no tensor with the model is refused.
+Without ``--backbone`` the new model is built on the checkpoint's own encoder and tokenizer
+(:func:`save_encoder`), so the tensors fit. A carried tensor must have the same shape (else one line
+naming the first mismatch: usually another ``--backbone`` than the checkpoint's); a checkpoint sharing
+no tensor with the model is refused.
 What was carried, what starts fresh and what of the checkpoint went unused is logged.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
@@ -62,15 +65,43 @@ def encoder_prefixes(model: torch.nn.Module) -> list[str]:
             if name and isinstance(module, transformers.PreTrainedModel) and module.base_model is module]
 
 
-def carry_weights(model: RankingModel, folder: Path) -> WarmStart:
-    """Copy the tensors of the rankkit checkpoint ``folder`` that fit into ``model`` (see module doc)."""
-    folder = Path(folder)
+def load_init_checkpoint(reference: str | Path) -> RankingModel:
+    """The ``--init-checkpoint`` model (a folder or a hub id), refused in one line unless rankkit wrote it."""
+    from rankkit.hub import resolve_model
+
+    source = resolve_model(reference, option="--init-checkpoint")
+    folder = source.path
     if not folder.is_dir():
         raise InputError(folder, None, "no such checkpoint folder (--init-checkpoint)")
     if not is_checkpoint(folder):
         raise InputError(folder, None, "not a rankkit checkpoint (no rankkit.json; --init-checkpoint takes a "
                                        "folder written by rankkit train)")
-    source_model = load_model(folder)
+    return load_model(source)
+
+
+def save_encoder(model: RankingModel, folder: Path) -> Path:
+    """Write ``model``'s one transformers encoder and its tokenizer to ``folder`` as a Hugging Face backbone
+    folder: what ``--init-checkpoint`` without ``--backbone`` builds the new model on (its architecture and
+    vocabulary, the Set-Encoder's [INT] token included; the weights are carried afterwards)."""
+    prefixes = encoder_prefixes(model)
+    if len(prefixes) != 1:
+        raise InputError(folder, None, f"a {model.name} checkpoint has {len(prefixes)} encoders: give --backbone "
+                                       "to say which architecture to build")
+    encoder = model.get_submodule(prefixes[0].rstrip("."))
+    assert isinstance(encoder, transformers.PreTrainedModel)
+    encoder.save_pretrained(str(folder))
+    tokenizer: Any = model.tokenizer  # every model family keeps its tokenizer here (a plain attribute)
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def carry_weights(model: RankingModel, checkpoint: RankingModel | str | Path) -> WarmStart:
+    """Copy the tensors of the rankkit checkpoint ``checkpoint`` (loaded, or a reference to load) that fit
+    into ``model`` (see module doc)."""
+    source_model = checkpoint if isinstance(checkpoint, RankingModel) else load_init_checkpoint(checkpoint)
+    assert source_model.source is not None, "load the checkpoint with load_init_checkpoint()"
+    folder = source_model.source.path
+    shown = source_model.source.reference
     source = source_model.state_dict()
     target = model.state_dict()
     carried = {name: name for name in target if name in source}
@@ -89,12 +120,13 @@ def carry_weights(model: RankingModel, folder: Path) -> WarmStart:
         k, v = wrong[0]
         raise InputError(folder, None, f"{len(wrong)} weight(s) of another shape than the {model.name} model's "
                                        f"(first: {v} {tuple(source[v].shape)} vs {tuple(target[k].shape)}); "
-                                       f"train with the --backbone the checkpoint was trained on")
+                                       f"train with the --backbone the checkpoint was trained on, or without "
+                                       f"--backbone to build on the checkpoint's own encoder")
     merged = dict(target)
     for k, v in carried.items():
         merged[k] = source[v].detach().clone().to(dtype=target[k].dtype)
     model.load_state_dict(merged, strict=True)
     used = set(carried.values())
-    return WarmStart(source=folder, source_model=source_model.name, carried=carried,
+    return WarmStart(source=Path(shown), source_model=source_model.name, carried=carried,
                      fresh=sorted(set(target) - set(carried)), unused=sorted(set(source) - used),
                      values=sum(target[k].numel() for k in carried))
