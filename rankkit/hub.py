@@ -247,14 +247,14 @@ def references(args: list[str], options: tuple[str, ...]) -> Iterator[tuple[str,
 
 class _DownloadProgress:
     """One rankkit progress bar (bytes, with ETA; heartbeat lines off a terminal) fed by the tqdm bars
-    that ``huggingface_hub`` opens for a snapshot download: its aggregated byte bars are followed, the
-    largest total known taken as the download's size."""
+    that ``huggingface_hub`` opens for a snapshot download (its aggregated byte bars; see :meth:`changed`)."""
 
     def __init__(self, repo_id: str) -> None:
         self.repo_id = repo_id
         self.bars: list[Any] = []
         self._progress: Any = None
         self._task: Any = None
+        self._lock = threading.Lock()
         self.bar_class = self._make_bar_class()
 
     def __enter__(self) -> "_DownloadProgress":
@@ -265,19 +265,25 @@ class _DownloadProgress:
             self._progress.stop()
 
     def changed(self) -> None:
+        with self._lock:  # huggingface_hub downloads files on several threads
+            self._changed()
+
+    def _changed(self) -> None:
         bytes_bars = [b for b in self.bars if getattr(b, "unit", "") == "B"]
-        if not bytes_bars:
-            return
-        lead = max(bytes_bars, key=lambda b: (b.total or 0, b.n))
+        totals = [int(b.total) for b in bytes_bars if b.total]
+        done = max((int(b.n) for b in bytes_bars), default=0)
+        if not done:
+            return  # nothing transferred yet (a cache hit shows no bar at all)
+        # huggingface_hub keeps a bytes-written bar (total: the files' sizes) and a bytes-received one
+        # (its total grown past what arrived): the smaller total is the download's size.
+        total = max(min(totals), done) if totals else None
         if self._progress is None:
-            if not lead.n:
-                return  # nothing transferred: a cache hit shows no bar
             from rankkit.console import progress_bar
 
             self._progress = progress_bar("B")
             self._progress.start()
-            self._task = self._progress.add_task(f"downloading {self.repo_id}", total=lead.total or None)
-        self._progress.update(self._task, completed=lead.n, total=max(lead.total or 0, lead.n) or None)
+            self._task = self._progress.add_task(f"downloading {self.repo_id}", total=total)
+        self._progress.update(self._task, completed=min(done, total) if total else done, total=total)
 
     def _make_bar_class(self) -> type:
         from tqdm import tqdm
@@ -293,7 +299,8 @@ class _DownloadProgress:
                 super().__init__(*args, **kwargs)
                 self.unit = kwargs.get("unit", "it")
                 self.start_t = time.monotonic()
-                owner.bars.append(self)
+                with owner._lock:
+                    owner.bars.append(self)
 
             def update(self, n: float | None = 1) -> bool | None:
                 self.n += n or 0

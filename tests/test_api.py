@@ -29,7 +29,7 @@ DL19 = Path(__file__).parent / "data" / "dl19"
 def run_python(code: str, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
                                                                     "TOKENIZERS_PARALLELISM", "TRANSFORMERS_VERBOSITY",
-                                                                    "HF_HUB_DISABLE_PROGRESS_BARS")}
+                                                                    "HF_HUB_DISABLE_PROGRESS_BARS", "HF_HUB_VERBOSITY")}
     environment["PYTHONPATH"] = str(ROOT) + os.pathsep + environment.get("PYTHONPATH", "")
     environment.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,

@@ -39,7 +39,8 @@ from rankkit.errors import RankkitError, Terminated
 
 
 # Help lists subcommands in the order a pipeline uses them; unknown ones follow alphabetically.
-PIPELINE_ORDER = ["index", "retrieve", "mine", "train", "rerank", "explain", "fuse", "eval", "validate", "consistency", "doctor"]
+PIPELINE_ORDER = ["index", "retrieve", "mine", "train", "rerank", "explain", "export", "fuse", "eval", "validate", "consistency",
+                  "doctor"]
 
 #: Signals turned into :class:`Terminated` while a command runs (SIGINT keeps Python's KeyboardInterrupt).
 TERMINATING_SIGNALS: tuple[int, ...] = tuple(
@@ -120,6 +121,7 @@ def _usage_error(err: click_exceptions.ClickException) -> NoReturn:
 COMMAND_ENVIRONMENT: dict[str, str] = {
     "TOKENIZERS_PARALLELISM": "false",
     "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_VERBOSITY": "error",  # its retry warnings carry tracebacks; rankkit reports a failed download itself
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
 #: Options that take a model reference (a local folder or a hub id ORG/NAME[@REVISION], :mod:`rankkit.hub`).

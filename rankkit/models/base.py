@@ -84,6 +84,8 @@ class RankingModel(torch.nn.Module, abc.ABC):
     #: What :meth:`forward` returns; decides which losses the model can train with.
     output_type: ClassVar[type[RankingOutput]] = RankingOutput
     training_defaults: ClassVar[TrainingDefaults] = TrainingDefaults()
+    #: The paper the model implements (authors, year, title), for model cards and ``rankkit models``.
+    paper: ClassVar[str] = ""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

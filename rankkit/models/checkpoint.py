@@ -92,6 +92,10 @@ def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mappin
             if (target / name).is_dir():  # a sub-folder (sentence-transformers' 1_Pooling) cannot be replaced over
                 os.replace(target / name, tmp / f"{name}.replaced")
             os.replace(tmp / name, target / name)
+    if "training" in meta:  # a trained model gets a model card (rankkit.models.card)
+        from rankkit.models.card import write_card
+
+        write_card(model, meta, target)
     return target
 
 

@@ -167,6 +167,30 @@ def _rankkit_state(model: RankingModel, state: dict[str, torch.Tensor], weights:
     return out
 
 
+def exportable(model: RankingModel) -> bool:
+    """True when :func:`save` can write ``model`` (a set-encoder, or mono with a linear head on [CLS], on BERT or ELECTRA)."""
+    try:
+        _check_exportable(model)
+    except RankkitError:
+        return False
+    return True
+
+
+def _check_exportable(model: RankingModel) -> Any:
+    from rankkit.models.cross_encoders.mono import Mono
+    from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder, CrossPairEncoder
+
+    if not isinstance(model, Mono) or not isinstance(model.pairs, CrossPairEncoder) \
+            or isinstance(model.pairs, ClassifierPairEncoder) or not isinstance(model.head, torch.nn.Linear):
+        raise RankkitError(f"lightning-ir export takes a set-encoder or a mono --rankkit-head model with a linear head "
+                           f"(--encoder cross --hidden 0), not this {model.name}")
+    encoder = model.pairs.encoder
+    if str(encoder.config.model_type) not in BACKBONES:
+        raise RankkitError(f"lightning-ir rebuilds set-encoder and mono models on {', '.join(BACKBONES)}, "
+                           f"not {encoder.config.model_type}")
+    return encoder
+
+
 def save(model: RankingModel, folder: str | Path) -> Path:
     """Write ``model`` (``set-encoder``, or ``mono --rankkit-head`` with a linear head, on a BERT or ELECTRA
     encoder) as a lightning-ir folder that ``lightning_ir.CrossEncoderModule(model_name_or_path=folder)`` loads.
@@ -176,19 +200,13 @@ def save(model: RankingModel, folder: str | Path) -> Path:
     ``query_length``/``doc_length`` (equal scores where no passage is cut: say so to the user).
     """
     from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
-    from rankkit.models.cross_encoders.mono import Mono
-    from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder, CrossPairEncoder
     from rankkit.models.cross_encoders.set_encoder import SetEncoder
 
-    if not isinstance(model, Mono) or not isinstance(model.pairs, CrossPairEncoder) \
-            or isinstance(model.pairs, ClassifierPairEncoder) or not isinstance(model.head, torch.nn.Linear):
-        raise RankkitError(f"lightning-ir export takes a set-encoder or a mono --rankkit-head model with a linear head "
-                           f"(--encoder cross --hidden 0), not this {model.name}")
-    encoder = model.pairs.encoder
+    from rankkit.models.cross_encoders.mono import Mono
+
+    encoder = _check_exportable(model)
+    assert isinstance(model, Mono) and isinstance(model.head, torch.nn.Linear)  # checked just above
     backbone_type = str(encoder.config.model_type)
-    if backbone_type not in BACKBONES:
-        raise RankkitError(f"lightning-ir rebuilds set-encoder and mono models on {', '.join(BACKBONES)}, "
-                           f"not {backbone_type}")
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     config = model.config
@@ -217,7 +235,7 @@ def save(model: RankingModel, folder: str | Path) -> Path:
         state["linear.bias"] = head.bias.detach().contiguous().cpu()
     (out / "config.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     safetensors.torch.save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    tokenizer = model.tokenizer
+    tokenizer: Any = model.tokenizer
     tokenizer.save_pretrained(str(out))
     tokenizer_config_path = out / "tokenizer_config.json"
     tokenizer_config = json.loads(tokenizer_config_path.read_text(encoding="utf-8"))
@@ -230,4 +248,4 @@ def save(model: RankingModel, folder: str | Path) -> Path:
     return out
 
 
-__all__ = ["MODEL_TYPES", "is_lightning_ir", "load", "read_config", "save"]
+__all__ = ["MODEL_TYPES", "exportable", "is_lightning_ir", "load", "read_config", "save"]

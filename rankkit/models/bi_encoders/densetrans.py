@@ -250,6 +250,8 @@ class DenseTransConfig(ModelConfig):
 class DenseTrans(BiEncoder):
     """DenseTrans bi-encoder: shared densely connected Transformer, [CLS] vector, cosine similarity."""
 
+    paper: ClassVar[str] = 'Cai, Fan, Guo, Zhang, Lan and Cheng, 2021, "A Discriminative Semantic Ranker for Question Retrieval"'
+
     name = "densetrans"
     config_class: ClassVar[type[ModelConfig]] = DenseTransConfig
     # §4.2.3: Adam, beta2 0.98, eps 1e-8, no weight decay mentioned; the learning rate is not reported,

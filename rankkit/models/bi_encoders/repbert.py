@@ -84,6 +84,11 @@ class RepBERTConfig(ModelConfig):
 class RepBERT(BiEncoder):
     """RepBERT bi-encoder over any local Hugging Face encoder (BERT-like)."""
 
+    paper: ClassVar[str] = (
+        'Zhan, Mao, Liu, Zhang and Ma, 2020, "RepBERT: Contextualized Text Embeddings for First-Stage '
+        'Retrieval"'
+    )
+
     name = "repbert"
     config_class: ClassVar[type[ModelConfig]] = RepBERTConfig
     # §4.3.1 used Adam with L2 decay 0.01 and lr 3e-6 for BERT-base over 350k steps; 2e-5 is the

@@ -76,6 +76,8 @@ class CandidateListConfig(ModelConfig):
 class CandidateListModel(EncoderHeadFiles, RankingModel):
     """A re-ranker scoring a query's candidates from their pair vectors ``h_i`` (see module doc)."""
 
+    paper: ClassVar[str] = 'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix"'
+
     config_class: ClassVar[type[ModelConfig]] = CandidateListConfig
     #: The ``cross`` pair encoder (the Set-Encoder swaps in one with inter-passage attention).
     cross_pair_encoder: ClassVar[type[CrossPairEncoder]] = CrossPairEncoder

@@ -66,6 +66,8 @@ class JointEncoder(nn.Module):
 class JointList(EncoderHeadFiles, RankingModel):
     """MatRank's +BigBird: the query and all its candidates in one input, scored at their [SEP]s."""
 
+    paper: ClassVar[str] = 'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix"'
+
     name = "listwise-joint"
     config_class: ClassVar[type[ModelConfig]] = JointListConfig
 

@@ -67,6 +67,8 @@ class MonoConfig(CandidateListConfig):
 class Mono(CandidateListModel):
     """Point-wise scores of each candidate, independent of the other candidates."""
 
+    paper: ClassVar[str] = 'Nogueira and Cho, 2019, "Passage Re-ranking with BERT" (the Point-wise row of MatRank\'s Table 3)'
+
     name = "mono"
     config_class: ClassVar[type[ModelConfig]] = MonoConfig
 

@@ -304,6 +304,11 @@ class SetEncoderConfig(CandidateListConfig):
 class SetEncoder(Mono):
     """The Set-Encoder: Mono's linear [CLS] head on an encoder with inter-passage attention (§3)."""
 
+    paper: ClassVar[str] = (
+        'Schlatt et al., 2024, "Set-Encoder: Permutation-Invariant Inter-Passage Attention for Listwise '
+        'Passage Re-Ranking with Cross-Encoders"'
+    )
+
     name = "set-encoder"
     config_class: ClassVar[type[ModelConfig]] = SetEncoderConfig
     cross_pair_encoder = SetPairEncoder

@@ -71,6 +71,11 @@ class PassageWindowConfig(DocumentConfig):
 class DocumentModel(EncoderHeadFiles, RankingModel):
     """A re-ranker of long documents from their passages' ``[CLS]`` vectors (see module doc)."""
 
+    paper: ClassVar[str] = (
+        'Li, Yates, MacAvaney, He and Sun, 2023, "PARADE: Passage Representation Aggregation for Document '
+        'Reranking"'
+    )
+
     config_class: ClassVar[type[ModelConfig]] = PassageWindowConfig
 
     def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:

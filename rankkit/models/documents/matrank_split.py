@@ -109,6 +109,11 @@ class MatRankSplitConfig(DocumentConfig):
 class MatRankSplit(DocumentModel):
     """MatRank-Split: one preference matrix over every piece of a query's documents (Eqs. 9-12)."""
 
+    paper: ClassVar[str] = (
+        'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix" '
+        '(MatRank-Split)'
+    )
+
     name = "matrank-split"
     config_class: ClassVar[type[ModelConfig]] = MatRankSplitConfig
     output_type = PreferenceOutput

@@ -46,6 +46,11 @@ def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
 class PassageScoreModel(PerDocumentModel):
     """A linear score per passage, aggregated into a document score by :meth:`pool`."""
 
+    paper: ClassVar[str] = (
+        'Dai and Callan, 2019, "Deeper Text Understanding for IR with Contextual Neural Language Modeling" '
+        '(BERT-MaxP/FirstP/SumP, the baselines of PARADE §3.2)'
+    )
+
     output_type = PassageScoreOutput
 
     def build_head(self, dim: int) -> None:

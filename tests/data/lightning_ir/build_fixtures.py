@@ -25,8 +25,11 @@ from pathlib import Path
 
 import torch
 
+# The third query is short: lightning-ir leaves its unused query budget unused (rankkit's pair cut would
+# give it to the passage), so the fixtures tell the two truncations apart.
 QUERIES = ["what is the boiling point of water at altitude",
-           "who wrote the origin of species"]
+           "who wrote the origin of species",
+           "darwin"]
 DOCS = [
     ["water boils at a lower temperature at high altitude because the air pressure is lower there than at sea level",
      "the boiling point of water is one hundred degrees celsius at sea level",
@@ -37,6 +40,9 @@ DOCS = [
      "the origin of the word species comes from latin",
      "alfred russel wallace also proposed natural selection",
      "darwin sailed on the beagle around the world for five years collecting specimens of plants and animals"],
+    ["charles darwin wrote on the origin of species in eighteen fifty nine",
+     "darwin sailed on the beagle around the world for five years collecting specimens of plants and animals",
+     "the galapagos islands are famous for their finches and giant tortoises"],
 ]
 WORDS = sorted({w for text in QUERIES + [d for docs in DOCS for d in docs] for w in text.split()})
 
