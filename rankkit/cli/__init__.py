@@ -164,6 +164,9 @@ def main(args: list[str] | None = None) -> None:
     command_settings(args)
     try:
         resolve_model_references(args)
+        from rankkit.lexical.pyserini_names import translate
+
+        args = translate(args)  # --topics dl19-passage, --index msmarco-v1-passage: Pyserini's names
         from rankkit.cli.model_options import setup_for
 
         if setup_for(args):  # train/rerank: model options generated from the registry

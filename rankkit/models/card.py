@@ -49,7 +49,7 @@ def _base_model(base: Any) -> str:
         if base.get("config_name_or_path"):
             parts.append(f"(its config names `{base['config_name_or_path']}`)")
         if base.get("weights_sha256"):
-            parts.append(f"weights SHA-256 `{base['weights_sha256']}`")
+            parts.append(f"with weights of SHA-256 `{base['weights_sha256']}`")
     text = " ".join(parts) if parts else "not recorded"
     if isinstance(via, dict):
         start = via.get("repo_id") or via.get("local_folder") or "a checkpoint"
@@ -124,13 +124,14 @@ def render(model: RankingModel, meta: Mapping[str, Any], folder: Path, *, name: 
              f"**Base model:** {_base_model(meta.get('base_model'))}.", "", "## Training data", "",
              *_data(meta.get("data")), "", f"{meta.get('steps', '?')} optimiser steps "
              f"({meta.get('epochs', '?')} epochs).", "", "## Settings", "",
-             *_settings(training, model.hparams), "", "## Dev metrics", ""]
+             *_settings(training, model.hparams), "", "## Metrics", ""]
     if metrics:
-        lines += ["| measure | last value |", "| --- | --- |"]
+        lines += ["The last values the trainer recorded (`loss`: the last logged training loss; the others: the "
+                  "last dev evaluation, and the best one).", "", "| measure | value |", "| --- | --- |"]
         lines += [f"| {key} | {value:.4f} |" if isinstance(value, float) else f"| {key} | {value} |"
                   for key, value in sorted(metrics.items())]
-    else:
-        lines.append("No dev set was given (`rankkit train --dev GROUPS` records one).")
+    if not any(key != "loss" for key in metrics):
+        lines += ["", "No dev set was given (`rankkit train --dev GROUPS` evaluates one)."]
     linked = [f"- [{file}]({file}): {what}" for file, what in TRAINING_FILES.items() if (folder / file).exists()]
     if linked:
         lines += ["", "Training curves and logs beside this card:", "", *linked]
