@@ -5,6 +5,7 @@ and a throw-away HF_HOME; the download tests run rankkit in subprocesses pointed
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -295,3 +296,25 @@ def test_rankkit_offline_flag_keeps_the_network_out(served: dict[str, Any], tmp_
 def test_model_reference_errors_name_the_option() -> None:
     with pytest.raises(RankkitError, match="--backbone org/x"):
         hub.resolve_model("org/x", option="--backbone", what="backbone")
+
+
+def test_cli_training_options_recipes_and_dense_indexes_take_hub_ids(cli: Callable[..., Any], models: dict[str, Any],
+                                                                     tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(f'[train]\nmodel = "mono"\nbackbone = "{models["ids"]["backbone"]}"\nmax_steps = 1\n'
+                      'batch_size = 4\ngroup_size = 3\nwarmup = 0\ndevice = "cpu"\n', encoding="utf-8")
+    trained = cli("train", "--config", recipe, "--train", models["groups"], "--output", tmp_path / "recipe")
+    assert trained.code == 0, trained.stderr
+    assert read_meta(tmp_path / "recipe")["base_model"]["repo_id"] == models["ids"]["backbone"]
+    init = cli("train", "--model", "set-encoder", "--init-checkpoint", models["ids"]["mono"], "--train", models["groups"],
+               "--output", tmp_path / "se", "--max-steps", 1, "--batch-size", 4, "--group-size", 3, "--warmup", 0)
+    assert init.code == 0, init.stderr  # a mono checkpoint's encoder under a Set-Encoder, its architecture built
+    index = cli("index", "--kind", "dense", "--model", "repbert", "--checkpoint", models["ids"]["backbone"], "--corpus",
+                models["corpus"], "--index", tmp_path / "dense")
+    assert index.code == 0, index.stderr
+    manifest = json.loads((tmp_path / "dense" / "rankkit-index.json").read_text(encoding="utf-8"))
+    assert manifest["checkpoint"] == f"{models['ids']['backbone']}@{models['commits']['backbone']}"
+    assert manifest["checkpoint_source"]["repo_id"] == models["ids"]["backbone"]
+    searched = cli("retrieve", "--model", "repbert", "--index", tmp_path / "dense", "--topics", models["topics"],
+                   "--output", tmp_path / "dense.run", "--k", 5)
+    assert searched.code == 0, searched.stderr

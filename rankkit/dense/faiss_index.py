@@ -139,9 +139,16 @@ def build_from_chunks(sources: Sequence[tuple[Path, int]], out: Path, *, dim: in
 
 
 def _manifest(model_name: str, checkpoint: str | os.PathLike[str] | None, model: BiEncoder) -> dict[str, Any]:
+    """The encoder's record: a hub model as ``ORG/NAME@COMMIT`` (so queries are encoded by exactly that
+    commit, from the cache) with its provenance, a local folder as its absolute path."""
+    source = model.source
+    hub = source is not None and source.repo_id is not None and source.commit is not None
+    reference = None if checkpoint is None else source.pinned if hub and source is not None \
+        else str(Path(checkpoint).resolve())
     return {
         "model": model_name,
-        "checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
+        "checkpoint": reference,
+        **({"checkpoint_source": source.provenance()} if hub and source is not None else {}),
         "hparams": model.hparams,
     }
 
@@ -196,7 +203,9 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         "dense" if count == 1 else "dense-shard", Path(corpus),
         {"faiss": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "batch_size": batch_size,
          "chunk_size": chunk_size, "shard": [index, count]},
-        model=model_name, checkpoint=manifest["checkpoint"], model_hparams=model.hparams, dims=model.dim,
+        model=model_name, checkpoint=manifest["checkpoint"],
+        **({"checkpoint_source": manifest["checkpoint_source"]} if "checkpoint_source" in manifest else {}),
+        model_hparams=model.hparams, dims=model.dim,
         metric="inner_product", normalized=model.normalized, documents=done.documents,
         total_documents=done.total_documents, chunk_size=chunk_size, chunks=done.total_chunks,
         shard=[index, count], faiss_requested=requested, runtime=numerics,
@@ -259,6 +268,7 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
         "dense", first["corpus"], options,
         **{key: first[key] for key in ("model", "checkpoint", "model_hparams", "dims", "metric", "normalized",
                                        "chunk_size", "chunks")},
+        **({"checkpoint_source": first["checkpoint_source"]} if "checkpoint_source" in first else {}),
         documents=int(first["total_documents"]), total_documents=int(first["total_documents"]), shard=[0, 1],
         faiss=settings, faiss_requested=requested, merged_from=[str(f.resolve()) for f in folders],
     )

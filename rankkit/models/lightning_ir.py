@@ -34,8 +34,9 @@ from rankkit.errors import InputError, RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
 
-#: lightning-ir model types rankkit reads, and the rankkit model each becomes.
-MODEL_TYPES = {"set-encoder": "set-encoder", "mono": "mono"}
+#: lightning-ir model types rankkit reads, and the rankkit model each becomes (``cross-encoder`` is the
+#: older name of ``mono``, e.g. webis/monoelectra-base: a linear layer on the pooled [CLS]).
+MODEL_TYPES = {"set-encoder": "set-encoder", "mono": "mono", "cross-encoder": "mono"}
 #: Backbones whose lightning-ir cross-encoders rankkit rebuilds (the Set-Encoder supports these two in lightning-ir).
 BACKBONES = ("bert", "electra")
 #: Tokenizer classes a lightning-ir folder may name (``backbone_tokenizer_class``); never imported by name otherwise.
