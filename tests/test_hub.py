@@ -318,3 +318,34 @@ def test_cli_training_options_recipes_and_dense_indexes_take_hub_ids(cli: Callab
     searched = cli("retrieve", "--model", "repbert", "--index", tmp_path / "dense", "--topics", models["topics"],
                    "--output", tmp_path / "dense.run", "--k", 5)
     assert searched.code == 0, searched.stderr
+
+
+def test_sigterm_during_a_download_stops_cleanly_and_the_next_run_completes(served: dict[str, Any],
+                                                                            tmp_path: Path) -> None:
+    import signal
+
+    fake, home = served["hub"], served["root"] / "home6"
+    fake.repo("org/slow").add_commit(folder_files(served["backbone"]))
+    env = {**os.environ, "HF_ENDPOINT": fake.url, "HF_HOME": str(home), "HF_HUB_OFFLINE": "0",
+           "RANKKIT_HEARTBEAT": "0.1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    code = "import sys\nfrom rankkit.cli import main\nmain(sys.argv[1:])"
+    fake.delay = 0.05
+    try:
+        process = subprocess.Popen([sys.executable, "-c", code, "rerank", "--model", "mono", "--checkpoint", "org/slow",
+                                    "--run", "r", "--topics", "t", "--corpus", "c", "-o", str(tmp_path / "o")],
+                                   env=env, stderr=subprocess.PIPE, text=True)
+        assert process.stderr is not None
+        for line in process.stderr:  # wait until bytes are flowing
+            if line.startswith("downloading org/slow:"):
+                break
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        fake.delay = 0.0
+    assert process.returncode == 128 + signal.SIGTERM and "rankkit: terminated by SIGTERM" in rest
+    assert not (tmp_path / "o").exists()
+    for linked in (home / "hub" / "models--org--slow").glob("snapshots/*/*"):  # only complete files are linked
+        assert linked.read_bytes() == (served["backbone"] / linked.name).read_bytes()
+    again = run_rankkit(RESOLVE, fake.url, home, "org/slow")
+    assert again.returncode == 0, again.stderr
+    assert sha256(Path(again.stdout.split()[0]) / "model.safetensors") == sha256(served["backbone"] / "model.safetensors")

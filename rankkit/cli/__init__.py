@@ -163,15 +163,15 @@ def main(args: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if args is None else args)
     command_settings(args)
     try:
-        resolve_model_references(args)
-        from rankkit.lexical.pyserini_names import translate
-
-        args = translate(args)  # --topics dl19-passage, --index msmarco-v1-passage: Pyserini's names
-        from rankkit.cli.model_options import setup_for
-
-        if setup_for(args):  # train/rerank: model options generated from the registry
-            return
         with terminate_as_interrupt():
+            resolve_model_references(args)  # downloads: SIGTERM stops them as Ctrl-C does
+            from rankkit.lexical.pyserini_names import translate
+
+            args = translate(args)  # --topics dl19-passage, --index msmarco-v1-passage: Pyserini's names
+            from rankkit.cli.model_options import setup_for
+
+            if setup_for(args):  # train/rerank: model options generated from the registry
+                return
             # standalone_mode=False: usage errors come back to us, to be printed as one line.
             code = app(args=args, prog_name="rankkit", standalone_mode=False)
     except RankkitError as err:
