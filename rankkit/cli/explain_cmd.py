@@ -23,7 +23,7 @@ from rankkit.errors import RankkitError
 @app.command("explain")
 def explain_command(
     model: str = typer.Option("matrank", "--model", help="matrank or matrank-row."),
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Folder written by rankkit train."),
+    checkpoint: str = typer.Option(..., "--checkpoint", help="A rankkit checkpoint: a folder written by rankkit train or a hub id ORG/NAME[@REVISION]."),
     run: Path = typer.Option(..., "--run", help="Run holding the query's candidates."),
     topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
     topic_field: Optional[str] = typer.Option(None, "--topic-field", help="TREC topics: title (default), description or narrative."),

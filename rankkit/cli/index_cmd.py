@@ -153,10 +153,10 @@ def index_command(
     model: Optional[str] = typer.Option(
         None, "--model", help="dense: bi-encoder, repbert or densetrans.", rich_help_panel="Dense"
     ),
-    checkpoint: Optional[Path] = typer.Option(
+    checkpoint: Optional[str] = typer.Option(
         None,
         "--checkpoint",
-        help="dense: `rankkit train` output or HF folder (repbert default: packaged MiniLM, zero-shot).",
+        help="dense: `rankkit train` output, a Hugging Face / sentence-transformers model used zero-shot, as a folder or hub id ORG/NAME[@REVISION] (repbert default: packaged MiniLM, zero-shot).",
         rich_help_panel="Dense",
     ),
     faiss: Optional[str] = typer.Option(

@@ -24,8 +24,8 @@ from rankkit.errors import RankkitError
 @model_options_of("rerank", rerank_options, RERANK_PANEL)
 def rerank_command(
     model: str = typer.Option(..., "--model", help="Any model of rankkit train (rankkit models lists them)."),
-    checkpoint: Optional[Path] = typer.Option(
-        None, "--checkpoint", help="Folder written by rankkit train (repbert without one: the zero-shot packaged MiniLM)."
+    checkpoint: Optional[str] = typer.Option(
+        None, "--checkpoint", help="A folder or hub id ORG/NAME[@REVISION]: a rankkit train checkpoint, a lightning-ir set-encoder/mono, a Hugging Face cross-encoder (mono) or sentence-transformers model (repbert), used as is (repbert without one: the zero-shot packaged MiniLM)."
     ),
     run: Path = typer.Option(..., "--run", "--candidates", help="First-stage run to re-rank (--candidates: the same, for torchrun, whose own parser takes --run as its --run-path)."),
     topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),

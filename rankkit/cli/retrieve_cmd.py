@@ -186,9 +186,9 @@ def retrieve_command(
         help="repbert/densetrans: query token limit (default: as recorded in the index).",
         callback=int_range(1), rich_help_panel="Dense",
     ),
-    checkpoint: Optional[Path] = typer.Option(
+    checkpoint: Optional[str] = typer.Option(
         None, "--checkpoint",
-        help="repbert on a Pyserini faiss index (no rankkit-index.json): the query encoder it was built with.",
+        help="repbert on a Pyserini faiss index (no rankkit-index.json): the query encoder it was built with (a folder or hub id ORG/NAME[@REVISION]).",
         rich_help_panel="Dense",
     ),
     backend: Optional[str] = backend_option(None),
