@@ -40,7 +40,7 @@ from rankkit.errors import RankkitError, Terminated
 
 # Help lists subcommands in the order a pipeline uses them; unknown ones follow alphabetically.
 PIPELINE_ORDER = ["index", "retrieve", "mine", "train", "rerank", "explain", "export", "fuse", "eval", "validate", "consistency",
-                  "doctor"]
+                  "models", "doctor"]
 
 #: Signals turned into :class:`Terminated` while a command runs (SIGINT keeps Python's KeyboardInterrupt).
 TERMINATING_SIGNALS: tuple[int, ...] = tuple(

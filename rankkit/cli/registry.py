@@ -29,10 +29,13 @@ class Entry(Generic[Request]):
 class OptionRegistry(Generic[Request]):
     """Entries chosen by ``flag`` (e.g. ``--model``); ``noun``/``plural`` word the error messages."""
 
-    def __init__(self, flag: str, noun: str, plural: str) -> None:
+    def __init__(self, flag: str, noun: str, plural: str,
+                 others: Callable[[], list[str]] = lambda: ["others"]) -> None:
         self.flag = flag
         self.noun = noun
         self.plural = plural
+        #: The names of entries made outside the registry (asked only to word an error).
+        self.others = others
         self.entries: dict[str, Entry[Request]] = {}
 
     def register(
@@ -61,7 +64,7 @@ class OptionRegistry(Generic[Request]):
         given = {name: value for name, value in options.items() if value is not None and value is not False}
         for name in given:
             if name not in entry.options:
-                owners = sorted(e.name for e in self.entries.values() if name in e.options)
+                owners = sorted(e.name for e in self.entries.values() if name in e.options) or self.others()
                 raise RankkitError(
                     f"--{name.replace('_', '-')} applies to {self.flag} {' or '.join(owners)}, not {entry.name}"
                 )

@@ -74,10 +74,10 @@ def rerank_command(
 
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
-    from rankkit.models import get_model_class
+    from rankkit.models.checkpoint import model_class
     from rankkit.models.runtime import use_runtime
 
-    overrides = rerank_settings(get_model_class(model), model_options)
+    overrides = rerank_settings(model_class(model, checkpoint), model_options)
     runtime = runtime_of(backend, quantize, threads, precision)
     # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
     dist = init_distributed(device_for(device, runtime))

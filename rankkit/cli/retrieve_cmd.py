@@ -1,8 +1,10 @@
-"""``rankkit retrieve --model MODEL``: first-stage retrieval into a TREC run (``bm25``, ``repbert``, ``densetrans``).
+"""``rankkit retrieve --model MODEL``: first-stage retrieval into a TREC run (``bm25``, or any bi-encoder).
 
-Each model registers its retrieval function, the index kinds it reads and the model-specific
-options it accepts in :data:`RETRIEVERS`; later models (dense bi-encoders) add an entry and their
-options, and the shared options (index, topics, output, k, threads, runtag, remove-query) stay.
+``bm25`` is an entry of :data:`RETRIEVERS` with its own options; every bi-encoder the model registry
+knows (``repbert``, ``densetrans``, a plug-in) searches its dense indexes through one entry built by
+:func:`dense_retriever`, so a new bi-encoder needs no change here. Without ``--model`` the index says
+which model it was built for (:func:`model_of_index`). The shared options (index, topics, output, k,
+threads, runtag, remove-query) stay.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Mapping, Optional, Union
 import typer
 
 from rankkit.cli.app import app, float_range, int_range
-from rankkit.cli.registry import OptionRegistry
+from rankkit.cli.registry import Entry, OptionRegistry
 from rankkit.cli.runtime_options import backend_option, precision_option, quantize_option, runtime_of
 from rankkit.console import log
 from rankkit.errors import RankkitError
@@ -35,7 +37,14 @@ class RetrieveRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-RETRIEVERS: OptionRegistry[RetrieveRequest] = OptionRegistry("--model", "model", "models")
+def _bi_encoders() -> list[str]:
+    """Every registered bi-encoder (imports the model library: asked only to word an error)."""
+    from rankkit.models import BiEncoder, MODELS
+
+    return sorted(name for name, cls in MODELS.items() if issubclass(cls, BiEncoder))
+
+
+RETRIEVERS: OptionRegistry[RetrieveRequest] = OptionRegistry("--model", "model", "models", others=_bi_encoders)
 register_retriever = RETRIEVERS.register
 
 
@@ -107,25 +116,45 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
         f"in {seconds:.1f} s ({len(run) / max(seconds, 1e-9):,.1f} q/s)")
 
 
-@register_retriever(
-    "repbert", "RepBERT bi-encoder over a `rankkit index --kind dense --model repbert` index", options=DENSE_OPTIONS
-)
-def _retrieve_repbert(request: RetrieveRequest) -> None:
-    _retrieve_dense(request, "repbert")
+def dense_retriever(model: str) -> Entry[RetrieveRequest]:
+    """The retrieval entry of a registered bi-encoder ``model`` (repbert, densetrans, a plug-in): any model
+    the registry knows as a :class:`~rankkit.models.base.BiEncoder` searches its dense indexes."""
+    from rankkit.models import MODELS, BiEncoder
+
+    cls = MODELS.get(model)
+    if cls is None:
+        raise RankkitError(f"unknown model {model!r}; known models: {', '.join(['bm25', *_bi_encoders()])}")
+    if not issubclass(cls, BiEncoder):
+        bi = ", ".join(_bi_encoders())
+        raise RankkitError(f"--model {model} is not a first-stage model: retrieve takes bm25 or a bi-encoder ({bi}); "
+                           f"re-rank a run with `rankkit rerank --model {model}`")
+    return Entry(model, f"{model} bi-encoder over a `rankkit index --kind dense --model {model}` index",
+                 lambda request: _retrieve_dense(request, model), frozenset(DENSE_OPTIONS))
 
 
-@register_retriever(
-    "densetrans",
-    "DenseTrans bi-encoder over a `rankkit index --kind dense --model densetrans` index",
-    options=DENSE_OPTIONS,
-)
-def _retrieve_densetrans(request: RetrieveRequest) -> None:
-    _retrieve_dense(request, "densetrans")
+def model_of_index(index: Path) -> str:
+    """The model an index was built for, when ``--model`` is not given: bm25 for Lucene indexes (rankkit's or
+    Pyserini's), the encoder recorded in a dense index's manifest."""
+    from rankkit.indexes import MANIFEST_NAME, foreign_manifest, read_manifest
+
+    if not (Path(index) / MANIFEST_NAME).is_file() and Path(index).is_dir():
+        found = foreign_manifest(Path(index), None)
+        if found is not None and found["kind"] == "bm25":
+            return "bm25"
+        if found is not None:
+            raise RankkitError(f"{index} is a Pyserini faiss index, which records no encoder: give --model repbert "
+                               "--checkpoint ENCODER")
+    manifest = read_manifest(index)
+    if manifest.get("kind") == "bm25":
+        return "bm25"
+    if manifest.get("model"):
+        return str(manifest["model"])
+    raise RankkitError(f"{index}: a {manifest.get('kind')!r} index; give --model")
 
 
 @app.command("retrieve")
 def retrieve_command(
-    model: str = typer.Option("bm25", "--model", help=f"Retrieval model: {', '.join(RETRIEVERS.names())}."),
+    model: Optional[str] = typer.Option(None, "--model", help="bm25, or a bi-encoder (repbert, densetrans, plug-ins: `rankkit models`) [default: the index's own: bm25 for Lucene indexes, the encoder a dense index records]."),
     index: Path = typer.Option(..., "--index", help="Index directory built by `rankkit index`."),
     topics: Path = typer.Option(
         ..., "--topics", help="Queries: TSV (qid, tab, text), JSONL, TREC SGML topics, a BEIR folder or irds:ID."),
@@ -199,7 +228,10 @@ def retrieve_command(
 
     A query with no hits is reported (warning with a count), not silently dropped.
     """
-    chosen = RETRIEVERS.get(model)
+    if model is None:  # BM25's own options say bm25; otherwise the index says what it was built for
+        bm25_given = any(value not in (None, False) for value in (k1, b, rm3, fb_terms, fb_docs, original_weight))
+        model = "bm25" if bm25_given else model_of_index(index)
+    chosen = RETRIEVERS.get(model) if model == "bm25" else dense_retriever(model)
     options = RETRIEVERS.given_options(
         chosen,
         {

@@ -21,7 +21,7 @@ from rankkit.models.cross_encoders.set_encoder import SetEncoder
 from rankkit.models.documents.matrank_split import MatRankSplit
 from rankkit.models.documents.parade import ParadeAttn, ParadeAvg, ParadeCNN, ParadeMax, ParadeSum, ParadeTransformer
 from rankkit.models.documents.passage_score import AvgP, FirstP, KMaxP, MaxP, SumP
-from rankkit.models.registry import MODELS, create_model, get_model_class, register
+from rankkit.models.registry import MODELS, PROVIDERS, create_model, get_model_class, load_plugins, register
 
 register(RepBERT)
 register(DenseTrans)
@@ -45,6 +45,8 @@ register(ParadeAttn)
 register(ParadeCNN)
 register(ParadeTransformer)
 register(MatRankSplit)
+load_plugins()  # installed distributions' rankkit.models entry points
 
-__all__ = ["MODELS", "BiEncoder", "DenseTrans", "MatRank", "MatRankCol", "MatRankRow", "MatRankSplit", "ModelConfig", "Mono",
-           "RankingModel", "RepBERT", "SetEncoder", "TrainingDefaults", "create_model", "get_model_class", "option", "register"]
+__all__ = ["MODELS", "PROVIDERS", "BiEncoder", "DenseTrans", "MatRank", "MatRankCol", "MatRankRow", "MatRankSplit",
+           "ModelConfig", "Mono", "RankingModel", "RepBERT", "SetEncoder", "TrainingDefaults", "create_model",
+           "get_model_class", "load_plugins", "option", "register"]

@@ -17,6 +17,7 @@ half-written checkpoint; ``rankkit.json`` is the last file written into a model 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -68,9 +69,13 @@ def is_checkpoint(folder: str | os.PathLike[str]) -> bool:
 
 
 def write_model_files(model: RankingModel, folder: Path, meta: Mapping[str, Any]) -> None:
-    """Write ``model``'s own files and then its rankkit.json into ``folder``."""
+    """Write ``model``'s own files and then its rankkit.json into ``folder`` (a plug-in model's
+    rankkit.json names the package that provides it)."""
+    from rankkit.models.registry import PROVIDERS
+
     model.save(folder)
-    write_json(folder / RANKKIT_JSON, {"format": FORMAT_VERSION, "model": model.name,
+    provider = {"provider": PROVIDERS[model.name]} if model.name in PROVIDERS else {}
+    write_json(folder / RANKKIT_JSON, {"format": FORMAT_VERSION, "model": model.name, **provider,
                                        "hparams": model.hparams, **meta})
 
 
@@ -108,7 +113,8 @@ def load_model(folder: str | os.PathLike[str] | ModelSource, *, expect: str | No
     source = folder if isinstance(folder, ModelSource) else resolve_model(folder)
     path = source.path
     meta = read_meta(path)
-    cls = get_model_class(str(meta["model"]))
+    provider = meta.get("provider")
+    cls = get_model_class(str(meta["model"]), provider=provider if isinstance(provider, str) else None)
     if expect is not None and cls.name != expect:
         raise RankkitError(f"checkpoint {source.reference} holds a {cls.name!r} model, not {expect!r}")
     model = cls.load(path, read_config(cls, meta, path))
@@ -123,6 +129,18 @@ def read_config(cls: type[RankingModel], meta: Mapping[str, Any], folder: Path) 
     if not isinstance(hparams, dict):
         raise InputError(folder / RANKKIT_JSON, None, "'hparams' is not an object")
     return cls.config_class.from_dict(hparams, source=str(folder / RANKKIT_JSON))
+
+
+def model_class(name: str, checkpoint: str | os.PathLike[str] | None = None) -> type[RankingModel]:
+    """The registered model ``name``; when it is unknown and ``checkpoint`` is a local rankkit checkpoint of a
+    plug-in model, the error names the package that provides it."""
+    provider = None
+    if checkpoint is not None and is_checkpoint(checkpoint):
+        with contextlib.suppress(InputError):
+            meta = read_meta(checkpoint)
+            if meta.get("model") == name and isinstance(meta.get("provider"), str):
+                provider = meta["provider"]
+    return get_model_class(name, provider=provider)
 
 
 def load_for_inference(model_name: str, checkpoint: str | os.PathLike[str] | None) -> RankingModel:
@@ -176,4 +194,4 @@ def check_folder_kind(cls: type[RankingModel], path: Path, shown: str) -> None:
 
 
 __all__ = ["FORMAT_VERSION", "RANKKIT_JSON", "check_folder_kind", "is_checkpoint", "load_for_inference", "load_model",
-           "read_config", "read_json", "read_meta", "save_model", "write_json", "write_model_files"]
+           "model_class", "read_config", "read_json", "read_meta", "save_model", "write_json", "write_model_files"]

@@ -18,6 +18,11 @@ from rankkit.models.base import RankingModel
 M = TypeVar("M", bound=type[RankingModel])
 
 MODELS: dict[str, type[RankingModel]] = {}
+#: Plug-in models: name -> the distribution that provides it (``NAME==VERSION``), recorded in rankkit.json.
+PROVIDERS: dict[str, str] = {}
+#: The entry-point group plug-in distributions declare their models under (``name = "pkg.module:Class"``
+#: or ``name = "pkg.module"``, a module whose import runs its ``register()`` lines).
+ENTRY_POINT_GROUP = "rankkit.models"
 
 
 def register(cls: M) -> M:
@@ -29,12 +34,56 @@ def register(cls: M) -> M:
     return cls
 
 
-def get_model_class(name: str) -> type[RankingModel]:
-    """The model class registered as ``name``; an unknown name lists the known ones."""
+def load_plugins() -> list[str]:
+    """Register the models of every installed distribution's ``rankkit.models`` entry points; returns their
+    names. A plug-in that fails to load is reported in one warning line and skipped (rankkit still works)."""
+    from importlib.metadata import entry_points
+
+    loaded: list[str] = []
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        before = dict(MODELS)
+        dist = getattr(point, "dist", None)
+        provider = f"{dist.metadata['Name']}=={dist.version}" if dist is not None else point.value
+        try:
+            target = point.load()
+        except Exception as err:  # a broken plug-in must not break rankkit
+            from rankkit.console import warn
+
+            warn(f"plug-in {point.name} ({provider}) could not be loaded: {type(err).__name__}: "
+                 f"{' '.join(str(err).split())[:160]}")
+            continue
+        if isinstance(target, type) and issubclass(target, RankingModel):
+            register(target)
+        for name, cls in MODELS.items():
+            if before.get(name) is not cls:
+                PROVIDERS[name] = provider
+                loaded.append(name)
+    return loaded
+
+
+def get_model_class(name: str, *, provider: str | None = None) -> type[RankingModel]:
+    """The model class registered as ``name``; an unknown name lists the known ones (and, when a checkpoint
+    recorded the plug-in package that provided it, names that package)."""
     try:
         return MODELS[name]
     except KeyError:
+        if provider:
+            package = provider.split("==")[0]
+            raise RankkitError(f"model {name!r} comes from the plug-in package {provider}, which is not installed "
+                               f"(pip install {package})") from None
         raise RankkitError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+
+
+def family(cls: type[RankingModel]) -> str:
+    """What kind of ranker ``cls`` is: a first-stage bi-encoder, a passage re-ranker or a document re-ranker."""
+    from rankkit.models.base import BiEncoder
+    from rankkit.models.documents.base import DocumentModel
+
+    if issubclass(cls, BiEncoder):
+        return "first stage (bi-encoder)"
+    if issubclass(cls, DocumentModel):
+        return "re-ranker (documents)"
+    return "re-ranker (passages)"
 
 
 def create_model(name: str, backbone: str | Path | ModelSource | None = None, **settings: Any) -> RankingModel:
