@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rankkit.models",),
     ("rankkit.dense", "rankkit.reranking"),
     ("rankkit.training",),
-    ("rankkit.doctor",),
+    ("rankkit.doctor", "rankkit.testing"),
     ("rankkit.cli", "rankkit.__main__", "rankkit.api"),
 ]
 #: The one downward exception: the package's top-level names forward to the Python API facade

@@ -28,7 +28,7 @@ import torch.utils.checkpoint
 from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
 from rankkit.models.config import ModelConfig
-from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
+from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch, length_order
 from rankkit.models.outputs import InBatchOutput, RankingOutput
 
 if TYPE_CHECKING:
@@ -153,13 +153,44 @@ class RankingModel(torch.nn.Module, abc.ABC):
         return done
 
     # -- inference ----------------------------------------------------------------------------
+    def inference_scores(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        """The re-ranking scores ``[G, S]`` of a forward pass over one group per query (masked slots any
+        value): the output's scores; MatRank overrides it with its vote (§3.1)."""
+        return output.scores
+
+    @torch.inference_mode()
+    def forward_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                       batch_size: int = 32) -> list[torch.Tensor]:
+        """Re-ranking scores through the training ``forward`` (eval mode): each query is one group of all its
+        candidates (:func:`~rankkit.models.inputs.candidate_batch`), whole queries packed into forward
+        passes of about ``batch_size`` candidates, then :meth:`inference_scores`. The one scoring path:
+        :meth:`rerank_scores` defaults to it, and a family's faster override must agree with it
+        (tests/test_models_scoring_contract.py)."""
+        self.eval()
+        out: list[torch.Tensor] = []
+        start = 0
+        while start < len(queries):
+            end, size = start, 0
+            while end < len(queries) and (end == start or size + len(candidates[end]) <= batch_size):
+                size += len(candidates[end])
+                end += 1
+            part = candidates[start:end]
+            if not any(part):
+                out.extend(torch.empty(0, dtype=torch.float64) for _ in part)
+            else:
+                batch = self.prepare(candidate_batch(queries[start:end], part)).to(self.device)
+                scores = self.inference_scores(self(batch), batch).double().cpu()
+                out.extend(scores[g, : len(texts)].clone() for g, texts in enumerate(part))
+            start = end
+        return out
+
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
                       batch_size: int = 32) -> list[torch.Tensor]:
         """Re-ranking scores (float64, CPU; higher = better) of each query's candidate texts.
 
-        ``rankkit rerank`` calls only this, so a model that can re-rank overrides it.
+        ``rankkit rerank`` calls only this: :meth:`forward_scores` unless a family scores faster its own way.
         """
-        raise RankkitError(f"model {self.name!r} cannot re-rank")
+        return self.forward_scores(queries, candidates, batch_size)
 
     def encoder_slots(self) -> list[EncoderSlot]:
         """The transformer encoders that ``--backend onnx`` runs on ONNX Runtime (:mod:`rankkit.models.runtime`).

@@ -108,6 +108,21 @@ class GroupBatch:
         return docids, texts, where
 
 
+def candidate_batch(queries: Sequence[str], candidates: Sequence[Sequence[str]]) -> GroupBatch:
+    """An inference batch: one group per query holding all its candidate texts (docids ``"0"``, ``"1"``, ...
+    by position; empty slots masked; no labels), what a model's training ``forward`` scores at re-ranking."""
+    width = max((len(texts) for texts in candidates), default=0)
+    mask = torch.zeros((len(queries), width), dtype=torch.bool)
+    for g, texts in enumerate(candidates):
+        mask[g, : len(texts)] = True
+    return GroupBatch(
+        qids=[str(g) for g in range(len(queries))], queries=list(queries),
+        docids=[[str(i) for i in range(len(texts))] + [""] * (width - len(texts)) for texts in candidates],
+        texts=[list(texts) + [""] * (width - len(texts)) for texts in candidates],
+        labels=torch.zeros((len(queries), width), dtype=torch.long), mask=mask,
+        positives=[frozenset() for _ in queries])
+
+
 def batch_rng(batch: GroupBatch) -> np.random.Generator:
     """A generator that is a pure function of the batch's qids and candidate docids (training-time
     passage sampling, slot shuffling: deterministic, independent of global RNG streams and of the process)."""

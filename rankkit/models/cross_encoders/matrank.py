@@ -40,7 +40,7 @@ from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import matrank_loss
-from rankkit.models.outputs import MatrixOutput, PreferenceOutput
+from rankkit.models.outputs import MatrixOutput, PreferenceOutput, RankingOutput
 
 #: Elements of one ``[G, block, M, hidden]`` activation tensor while building S (64 MiB in float32;
 #: at depth 1000 and hidden 384 that is 43 rows per block, about 200 MB peak: small blocks are
@@ -119,6 +119,23 @@ def borda_vote(beta: torch.Tensor, omega: torch.Tensor | None) -> torch.Tensor:
     return vote + (m - rb) / m
 
 
+def vote_scores(output: RankingOutput, mask: torch.Tensor) -> torch.Tensor:
+    """Inference scores ``[G, S]`` of a MatRank forward pass: each group's :func:`borda_vote` over its real
+    slots, of beta and omega, or the one direction an ablation keeps (``use_beta``/``use_omega``)."""
+    assert isinstance(output, PreferenceOutput)
+    m = output.matrix
+    scores = torch.zeros(mask.shape, dtype=torch.float64, device=mask.device)
+    for g, row in enumerate(mask):
+        real = row.nonzero().flatten()
+        beta, omega = m.log_beta[g, real], m.log_omega[g, real]
+        if not output.use_beta:
+            vote = borda_vote(omega, None)
+        else:
+            vote = borda_vote(beta, omega if output.use_omega else None)
+        scores[g, real] = vote.to(scores.device)
+    return scores
+
+
 @dataclass
 class MatRankConfig(CandidateListConfig):
     """MatRank's settings: the candidate-list ones, with the hidden width of Eq. 2's MLP."""
@@ -170,6 +187,10 @@ class MatRank(CandidateListModel):
         scores = out.r if self.row_only else -out.c if self.col_only else out.r - out.c
         return PreferenceOutput(scores=scores, matrix=out, use_omega=not self.row_only, use_beta=not self.col_only)
 
+    def inference_scores(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        """The Borda vote (§3.1) of each group's real candidates, from the forward pass's matrix aggregates."""
+        return vote_scores(output, batch.mask)
+
     def vote(self, out: MatrixOutput) -> torch.Tensor:
         """The final scores of one query (batch of 1): the Borda vote of beta and omega, or the one
         direction an ablation keeps (ties broken by that direction)."""
@@ -203,4 +224,4 @@ class MatRankCol(MatRank):
 
 
 __all__ = ["MatRank", "MatRankCol", "MatRankConfig", "MatRankRow", "MatrixOutput", "aggregate", "blockwise_preference_matrix",
-           "borda_vote", "descending_ranks", "masked_log_softmax", "matrank_loss", "split_mlp_matrix"]
+           "borda_vote", "descending_ranks", "masked_log_softmax", "matrank_loss", "split_mlp_matrix", "vote_scores"]

@@ -38,12 +38,12 @@ from rankkit.errors import RankkitError
 from rankkit.models.backbone import position_limit
 from rankkit.models.base import TrainingDefaults
 from rankkit.models.config import ModelConfig, option
-from rankkit.models.cross_encoders.matrank import borda_vote, masked_log_softmax, split_mlp_matrix
+from rankkit.models.cross_encoders.matrank import borda_vote, masked_log_softmax, split_mlp_matrix, vote_scores
 from rankkit.models.documents.base import DocumentConfig, DocumentModel
 from rankkit.models.documents.passage_score import masked_max
 from rankkit.models.documents.splitting import split_pieces
 from rankkit.models.inputs import GroupBatch
-from rankkit.models.outputs import MatrixOutput, PreferenceOutput
+from rankkit.models.outputs import MatrixOutput, PreferenceOutput, RankingOutput
 
 
 def piece_matrix(raw: torch.Tensor, pmask: torch.Tensor) -> MatrixOutput:
@@ -162,6 +162,10 @@ class MatRankSplit(DocumentModel):
     def group_scores(self, p: torch.Tensor, pmask: torch.Tensor, dmask: torch.Tensor) -> torch.Tensor:
         out = self.matrix(p, pmask, dmask)
         return out.r - out.c
+
+    def inference_scores(self, output: RankingOutput, batch: GroupBatch) -> torch.Tensor:
+        """The Borda vote of beta^ and omega^ (MatRank §3.1) of each query's documents."""
+        return vote_scores(output, batch.mask)
 
     def list_scores(self, p: torch.Tensor, pmask: torch.Tensor) -> torch.Tensor:
         """The Borda vote of beta^ and omega^ for one query's documents (MatRank §3.1)."""
