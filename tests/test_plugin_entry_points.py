@@ -153,3 +153,12 @@ def test_rankkit_models_lists_the_registry(cli: Callable[..., Any]) -> None:
     assert one.code == 0 and "--interaction-token" in one.stdout
     unknown = cli("models", "nope")
     assert unknown.code == 2 and "unknown model 'nope'" in unknown.stderr
+
+
+def test_the_loss_help_is_generated_from_the_losses_and_the_registry() -> None:
+    from rankkit.cli.model_options import loss_help
+    from rankkit.models.losses import LOSSES
+
+    text = loss_help()
+    assert all(name in text for name in LOSSES)
+    assert "multilabel-margin, softmax-ce (densetrans, repbert)" in text and "(every model)" in text

@@ -179,6 +179,28 @@ def rerank_settings(cls: type[RankingModel], given: dict[str, Any]) -> dict[str,
     return out
 
 
+def loss_help() -> str:
+    """``--loss``'s help, generated from the loss classes and the registry: which models each loss fits
+    (a loss declares the model output it reads; a model declares the output it returns)."""
+    from rankkit.models.losses import LOSSES
+
+    models = _models()
+    groups: dict[str, list[str]] = {}
+    for name, loss in sorted(LOSSES.items()):
+        fits = sorted(m for m, cls in models.items() if loss.accepts(cls.output_type))
+        who = "every model" if len(fits) == len(models) else ", ".join(fits) or "no registered model"
+        groups.setdefault(who, []).append(name)
+    parts = [f"{', '.join(names)} ({who})" for who, names in sorted(groups.items(), key=lambda kv: kv[0] != "every model")]
+    return ("Training objective [default: the model's; rankkit models NAME shows it]: " + "; ".join(parts) + ".")
+
+
+def describe_losses(command: Callable[..., Any]) -> None:
+    """Give ``command``'s ``--loss`` option the generated :func:`loss_help`."""
+    parameter = inspect.signature(command).parameters.get("loss")
+    if parameter is not None and hasattr(parameter.default, "help"):
+        parameter.default.help = loss_help()
+
+
 def print_model_help(name: str) -> None:
     """``rankkit train --model NAME --help``: the model's own options, defaults and sources (plain text)."""
     from rankkit.models import get_model_class
@@ -226,6 +248,8 @@ def setup_for(args: list[str]) -> bool:
     if command in GENERATED:
         function, build, panel = GENERATED[command]
         install(function, build(), panel)
+        if command == "train":
+            describe_losses(function)
     if command == "train" and ("--help" in args or "-h" in args):
         name = None
         for i, arg in enumerate(args):
