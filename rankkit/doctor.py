@@ -197,6 +197,22 @@ def check_minilm() -> Check:
     return Check("MiniLM weights", True, f"all-MiniLM-L6-v2 ({size:.1f} MB safetensors) at {folder}")
 
 
+def check_hub() -> Check:
+    """Models by hub id: huggingface_hub, its cache, offline mode, a token (never its value)."""
+    version = _version("huggingface_hub")
+    if version is None:
+        return Check("Hugging Face hub", False, "huggingface_hub not installed: only local model folders work",
+                     "pip install huggingface_hub", required=False)
+    from rankkit.hub import offline
+
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    mode = "offline (HF_HUB_OFFLINE): cached ids only" if offline() else \
+        f"online ({os.environ.get('HF_ENDPOINT') or 'https://huggingface.co'})"
+    token = "token set" if os.environ.get("HF_TOKEN") or os.path.isfile(os.path.join(home, "token")) else "no token"
+    return Check("Hugging Face hub", True, f"huggingface_hub {version}; {mode}; cache {cache}; {token}")
+
+
 CHECKS: tuple[Callable[[], Check], ...] = (
     check_python,
     check_rankkit,
@@ -210,6 +226,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_openvino,
     check_ir_measures,
     check_minilm,
+    check_hub,
 )
 
 

