@@ -31,7 +31,7 @@ from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
 from rankkit.models.outputs import InBatchOutput, RankingOutput
 
 if TYPE_CHECKING:
-    from rankkit.models.runtime import EncoderSlot
+    from rankkit.models.encoder_slots import EncoderSlot
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class RankingModel(torch.nn.Module, abc.ABC):
         raise RankkitError(f"model {self.name!r} cannot re-rank")
 
     def encoder_slots(self) -> list[EncoderSlot]:
-        """The transformer encoders that ``--backend onnx`` runs on ONNX Runtime (:mod:`rankkit.models.runtime`).
+        """The transformer encoders an inference backend (``--backend onnx``, ``openvino``) runs (:mod:`rankkit.runtime`).
 
         Models whose encoder cannot be exported keep this refusal (one line naming the backends).
         """
