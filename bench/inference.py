@@ -22,8 +22,8 @@ same weights and inputs: ``SentenceTransformer(backend="torch")`` (the same Mini
 ``BertForSequenceClassification`` folder; a ``--rankkit-head`` mono is written as one with its pooler
 set to ``0.001 I`` and the classifier to ``1000 w``, so that ``tanh(0.001 h) * 1000 w`` = mono's
 ``w . h`` to ~1e-5 relative: same encoder, same scores). Pairs/s = pairs / wall seconds of
-the scoring call (model loading and the one-time ONNX export excluded; ``set-up s`` is the
-backend's set-up: hashing the weights, export and check or cache lookup, session creation),
+the scoring call (model loading and the one-time ONNX export excluded; ``set-up s`` is loading
+the model and the backend's set-up: hashing the weights, export and check or cache lookup, session creation),
 DL19 nDCG@10 of each run (rankkit's evaluation; DL19 is only evaluated).
 
 ``encode``: texts/s encoding the first ``--encode-passages`` passages of the DL19 pool (batch
@@ -139,15 +139,13 @@ def ndcg10(qids: Sequence[str], docids: Sequence[Sequence[str]], scores: Sequenc
 # -- systems -------------------------------------------------------------------------------------
 
 def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int) -> tuple[Any, float]:
-    """A rankkit model on ``backend`` and the seconds its ONNX export (or cache lookup) took."""
-    from rankkit.models.checkpoint import load_for_inference
-    from rankkit.models.runtime import Runtime, use_runtime
+    """A rankkit model on ``backend`` (on the CPU) and the seconds loading it and its backend's set-up took."""
+    from rankkit.runtime import Runtime, load_for_inference
 
-    model = load_for_inference(name, checkpoint)
     engine, quantize, precision = BACKENDS[backend]
     started = time.perf_counter()
-    use_runtime(model, Runtime(engine, quantize, threads, precision), checkpoint=checkpoint)
-    return model, time.perf_counter() - started
+    loaded = load_for_inference(name, checkpoint, Runtime(engine, quantize, threads, precision), "cpu")
+    return loaded.model, time.perf_counter() - started
 
 
 def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path:

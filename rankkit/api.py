@@ -72,9 +72,9 @@ def dense_search(index: PathLike, queries: Queries | PathLike, k: int = 1000, *,
 
 def load_model(model: str, checkpoint: PathLike | None = None) -> RankingModel:
     """A re-ranking model: a ``rankkit train`` folder, a Hugging Face folder (zero-shot), or None (packaged default)."""
-    from rankkit.models.checkpoint import load_for_inference
+    from rankkit.runtime import load_for_inference
 
-    return load_for_inference(model, checkpoint)
+    return load_for_inference(model, checkpoint, device="cpu").model
 
 
 def rerank(model: str | RankingModel, run: Mapping[str, Mapping[str, float]], queries: Queries | PathLike,

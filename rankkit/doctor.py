@@ -138,34 +138,20 @@ def check_faiss() -> Check:
     return Check("faiss", True, getattr(faiss, "__version__", "unknown version"))
 
 
-def check_onnxruntime() -> Check:
-    """ONNX Runtime and onnx (``--backend onnx``, ``--quantize int8``): versions and execution providers."""
-    try:
-        ort = importlib.import_module("onnxruntime")
-    except Exception as err:
-        return Check("ONNX Runtime", False, f"not importable ({_error(err)})",
-                     "pip install onnxruntime onnx (only --backend onnx needs it)", required=False)
-    onnx = _version("onnx")
-    providers = ", ".join(ort.get_available_providers())
-    if onnx is None:
-        return Check("ONNX Runtime", False, f"{ort.__version__} (providers {providers}); onnx not installed",
-                     "pip install onnx (needed to export models)", required=False)
-    return Check("ONNX Runtime", True, f"{ort.__version__}, onnx {onnx}; providers {providers}; "
-                                       "backends: torch, onnx (fp32, int8)")
+def check_backend(name: str) -> Check:
+    """An inference backend of the registry (:mod:`rankkit.runtime`): installed or not, with its install hint."""
+    from rankkit.runtime import get_backend
+
+    backend = get_backend(name)
+    found = backend.available()
+    return Check(backend.engine, found.ok, found.detail, found.hint, required=False)
 
 
-def check_openvino() -> Check:
-    """OpenVINO (``--backend openvino``): version, and whether this CPU runs bf16 natively."""
-    try:
-        ov = importlib.import_module("openvino")
-        capabilities = [str(c) for c in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
-    except Exception as err:
-        return Check("OpenVINO", False, f"not importable ({_error(err)})",
-                     "pip install openvino (only --backend openvino needs it)", required=False)
-    bf16 = "bf16 native" if "BF16" in capabilities else "no native bf16 (--precision bf16 runs fp32)"
-    nncf = _version("nncf")
-    static = f"NNCF {nncf} (--quantize int8)" if nncf else "no NNCF (--quantize int8 on openvino needs pip install nncf)"
-    return Check("OpenVINO", True, f"{ov.__version__.split('-')[0]}; CPU {', '.join(capabilities)}; {bf16}; {static}")
+def check_backends() -> list[Check]:
+    """One line per registered inference backend beyond torch (whose line is above), plug-ins included."""
+    from rankkit.runtime import backend_names
+
+    return [check_backend(name) for name in backend_names() if name != "torch"]
 
 
 def check_ir_measures() -> Check:
@@ -213,7 +199,7 @@ def check_hub() -> Check:
     return Check("Hugging Face hub", True, f"huggingface_hub {version}; {mode}; cache {cache}; {token}")
 
 
-CHECKS: tuple[Callable[[], Check], ...] = (
+CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_python,
     check_rankkit,
     check_torch,
@@ -222,8 +208,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_pyserini,
     check_anserini_runs,
     check_faiss,
-    check_onnxruntime,
-    check_openvino,
+    check_backends,
     check_ir_measures,
     check_minilm,
     check_hub,
@@ -236,7 +221,8 @@ def run_checks() -> list[Check]:
     for check in CHECKS:
         name = check.__name__.removeprefix("check_")
         try:
-            results.append(check())
+            found = check()
+            results.extend(found if isinstance(found, list) else [found])
         except Exception as err:  # a doctor must report, not crash
             results.append(Check(name, False, _error(err), "please report this"))
     return results

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rankkit.lexical",),
     ("rankkit.docstore",),
     ("rankkit.models",),
+    ("rankkit.runtime",),
     ("rankkit.dense", "rankkit.reranking"),
     ("rankkit.training",),
     ("rankkit.doctor", "rankkit.testing"),
@@ -33,7 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
 FACADE = ("rankkit", "rankkit.api")
 #: Units that must never import another unit (beyond the layer rule).
 FORBIDDEN = {
-    "rankkit.models": ("rankkit.training", "rankkit.dense", "rankkit.reranking", "rankkit.cli"),
+    "rankkit.models": ("rankkit.runtime", "rankkit.training", "rankkit.dense", "rankkit.reranking", "rankkit.cli"),
+    "rankkit.runtime": ("rankkit.training", "rankkit.dense", "rankkit.reranking", "rankkit.cli"),
     "rankkit.dense": ("rankkit.training", "rankkit.reranking"),
     "rankkit.reranking": ("rankkit.training", "rankkit.dense"),
     "rankkit.evaluation": ("rankkit.fusion", "rankkit.models"),
@@ -122,3 +124,32 @@ def test_model_library_never_imports_training() -> None:
     wrong = [f"{i}:{line}" for i, t, line in IMPORTS
              if unit_of(i) in ("rankkit.models", "rankkit.reranking", "rankkit.dense") and t.startswith("rankkit.training")]
     assert not wrong, wrong
+
+
+def test_models_never_import_the_runtime_layer() -> None:
+    """A model declares its encoder slots (rankkit.models.encoder_slots); exporting and swapping them is
+    the runtime layer's business, one floor up."""
+    wrong = [f"{i}:{line} imports {t}" for i, t, line in IMPORTS
+             if unit_of(i) == "rankkit.models" and (t == "rankkit.runtime" or t.startswith("rankkit.runtime."))]
+    assert not wrong, wrong
+
+
+def test_inference_loads_models_through_the_one_composer() -> None:
+    """rerank, explain, dense, the API and the CLI load a model for inference with
+    rankkit.runtime.load_for_inference (one device rule), not the model library's loader."""
+    wrong = [f"{i}:{line}" for i, t, line in IMPORTS
+             if unit_of(i) in ("rankkit.dense", "rankkit.reranking", "rankkit.cli", "rankkit.api")
+             and t == "rankkit.models.checkpoint" and _names_imported(i, line) & {"load_for_inference"}]
+    assert not wrong, wrong
+
+
+def _names_imported(module: str, line: int) -> set[str]:
+    """The names a ``from ... import`` statement at ``line`` of ``module`` imports."""
+    path = ROOT.parent / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = ROOT.parent / module.replace(".", "/") / "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.lineno == line:
+            return {a.name for a in node.names}
+    return set()
+

@@ -129,3 +129,28 @@ def test_backend_options_of_bm25_are_refused(cli: Any, data: dict[str, Path], tm
     result = cli("retrieve", "--model", "bm25", "--index", tmp_path, "--topics", data["topics"], "--output",
                  tmp_path / "x.run", "--backend", "onnx")
     assert result.code == 2 and "--backend applies to" in result.stderr
+
+
+def test_one_device_rule_with_cuda_present(cli: Any, data: dict[str, Path], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """With CUDA present, every command runs a CPU backend on the CPU under --device auto (retrieve used to
+    refuse --backend openvino there while rerank ran it) and refuses it under --device cuda."""
+    import torch
+
+    index = tmp_path / "index"
+    assert cli("index", "--kind", "dense", "--model", "repbert", "--checkpoint", data["backbone"], "--corpus",
+               data["corpus"], "--index", index, "--backend", "openvino", "--device", "cpu").code == 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    runs = {"retrieve": ("retrieve", "--model", "repbert", "--index", index, "--topics", data["topics"], "--k", 3,
+                         "--backend", "openvino", "--output"),
+            "rerank": ("rerank", "--model", "mono", "--checkpoint", data["mono"], "--run", data["run"], "--topics",
+                       data["topics"], "--corpus", data["corpus"], "--depth", 5, "--backend", "openvino", "--output"),
+            "index": ("index", "--kind", "dense", "--model", "repbert", "--checkpoint", data["backbone"], "--corpus",
+                      data["corpus"], "--backend", "onnx", "--index")}
+    for name, command in runs.items():
+        result = cli(*command, tmp_path / f"{name}.out")
+        assert result.code == 0, f"{name}: {result.stderr}"
+        refused = cli(*command[:-1], "--device", "cuda", command[-1], tmp_path / f"{name}.cuda")
+        assert refused.code == 2 and "runs on the CPU; use --device cpu" in refused.stderr, f"{name}: {refused.stderr}"
+        assert not (tmp_path / f"{name}.cuda").exists()

@@ -56,10 +56,10 @@ def test_missing_package_gets_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_onnxruntime_is_reported_with_providers(monkeypatch: pytest.MonkeyPatch) -> None:
-    check = doctor.check_onnxruntime()
+    check = doctor.check_backend("onnx")
     assert check.ok and "CPUExecutionProvider" in check.detail and "onnx 1." in check.detail
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    missing = doctor.check_onnxruntime()
+    missing = doctor.check_backend("onnx")
     assert not missing.ok and not missing.required and "pip install onnxruntime" in missing.hint
 
 

@@ -11,7 +11,6 @@ import typer
 from rankkit.cli.app import app
 from rankkit.cli.runtime_options import (
     backend_option,
-    device_for,
     precision_option,
     quantize_option,
     runtime_of,
@@ -45,8 +44,6 @@ def explain_command(
 
     from rankkit.docstore import open_docstore
     from rankkit.reranking.explain import explain_query, plot_explanation
-    from rankkit.models.checkpoint import load_for_inference
-    from rankkit.devices import pick_device
 
     if model not in ("matrank", "matrank-row"):
         raise RankkitError(f"explain shows MatRank's matrix: --model matrank or matrank-row, not {model!r}")
@@ -55,21 +52,16 @@ def explain_command(
     from rankkit.files import check_outputs
 
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
-    from rankkit.models.runtime import use_runtime
+    from rankkit.runtime import load_for_inference
 
-    runtime = runtime_of(backend, quantize, threads, precision)
-    chosen = pick_device(device_for(device, runtime))
-    runtime.check(chosen)
-    ranker = load_for_inference(model, checkpoint)
-    ranker.to(chosen)
-    use_runtime(ranker, runtime, checkpoint=checkpoint, device=chosen)
+    loaded = load_for_inference(model, checkpoint, runtime_of(backend, quantize, threads, precision), device)
     from rankkit.formats.sources import load_topics, resolve_corpus
 
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index) as store:
-        expl = explain_query(ranker, run, queries, store, qid, depth=depth,  # type: ignore[arg-type]
-                             precision=runtime.torch_precision)
+        expl = explain_query(loaded.model, run, queries, store, qid, depth=depth,  # type: ignore[arg-type]
+                             precision=loaded.runtime.torch_precision)
     plot_explanation(expl, output)
     table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)
     for name in ("rank", "was", "docid", "vote", "beta", "omega", "passage"):

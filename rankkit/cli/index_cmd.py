@@ -78,7 +78,6 @@ def _build_dense(request: IndexRequest) -> None:
     if model is None:
         raise RankkitError("--kind dense needs --model (repbert or densetrans)")
     runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
-    runtime.check()
     # Under torchrun the processes split the chunks and rank 0 writes the index (docs/DENSE.md).
     dist = init_distributed(device_for(options.get("device"), runtime))
     if dist.main:

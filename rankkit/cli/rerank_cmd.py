@@ -57,7 +57,6 @@ def rerank_command(
     """
     from rankkit.docstore import open_docstore
     from rankkit.reranking import rerank_run
-    from rankkit.models.checkpoint import load_for_inference
     from rankkit.distributed import init_distributed
 
     if (corpus is None) == (index is None):
@@ -75,21 +74,16 @@ def rerank_command(
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     from rankkit.models.checkpoint import model_class
-    from rankkit.models.runtime import use_runtime
+    from rankkit.runtime import load_for_inference
 
     overrides = rerank_settings(model_class(model, checkpoint), model_options)
     runtime = runtime_of(backend, quantize, threads, precision)
     # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
     dist = init_distributed(device_for(device, runtime))
-    chosen = dist.device
-    runtime.check(chosen)
-    ranker = load_for_inference(model, checkpoint)
-    for name, value in overrides.items():
-        ranker.override(name, value)
-    use_runtime(ranker, runtime, checkpoint=checkpoint, device=chosen)
+    loaded = load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides)
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
-        rerank_run(ranker, run, queries, store, output, depth=depth, batch_size=batch_size,
-                   max_length=max_length, device=chosen, tag=runtag, precision=runtime.torch_precision, dist=dist)
+        rerank_run(loaded.model, run, queries, store, output, depth=depth, batch_size=batch_size, max_length=max_length,
+                   device=loaded.device, tag=runtag, precision=loaded.runtime.torch_precision, dist=dist)
     dist.close()

@@ -90,7 +90,6 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
 
     options = request.options
     runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
-    runtime.check()
     if request.threads is not None:
         import faiss
 

@@ -1,7 +1,8 @@
 """``--backend``, ``--quantize``, ``--threads`` and ``--precision``: declared once, shared by the inference commands.
 
 ``rerank``, ``explain``, ``index --kind dense`` and ``retrieve`` (query encoding) take them; the
-values become a :class:`rankkit.models.runtime.Runtime` (checked there, before any work).
+values become a :class:`rankkit.runtime.Runtime` (validated when made, before any work), and the
+command loads its model with :func:`rankkit.runtime.load_for_inference` (the one device rule).
 """
 
 from __future__ import annotations
@@ -40,14 +41,15 @@ def threads_option() -> Any:
 
 
 def runtime_of(backend: Optional[str], quantize: Optional[str], threads: Optional[int], precision: Optional[str]) -> Any:
-    """The :class:`~rankkit.models.runtime.Runtime` of the given options (``None``: the default)."""
-    from rankkit.models.runtime import Runtime
+    """The :class:`~rankkit.runtime.Runtime` of the given options (``None``: the default)."""
+    from rankkit.runtime import Runtime
 
     return Runtime(backend or "torch", quantize or "none", threads, precision or "fp32")
 
 
 def device_for(device: Optional[str], runtime: Any) -> str:
-    """``--device auto`` means the CPU for ``--backend onnx``/``openvino`` (they run there)."""
-    if (device is None or device == "auto") and runtime.backend != "torch":
-        return "cpu"
-    return device or "auto"
+    """The device name for ``--device`` under ``runtime`` (:func:`rankkit.runtime.device_name`: ``auto`` is
+    the CPU for a backend that runs only there; an explicit device the backend cannot use is refused)."""
+    from rankkit.runtime import device_name
+
+    return device_name(device, runtime)

@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import faiss
 import numpy as np
+import torch
 
 from rankkit.console import log, progress_bar
 from rankkit.dense import encode as enc
@@ -35,8 +36,7 @@ from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.indexes import new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
-from rankkit.models.checkpoint import load_for_inference
-from rankkit.models.runtime import Runtime, use_runtime
+from rankkit.runtime import LoadedModel, Runtime, load_for_inference
 
 DENSE_KINDS = ("dense", "dense-shard")
 INDEX_FILE = "index.faiss"
@@ -170,7 +170,7 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     as long as documents); they are recorded in ``model_hparams`` and retrieval uses them.
     ``settings`` sets the model's inference-time settings (repbert's ``pooling``, ``query_prefix``,
     ``doc_prefix``: e.g. E5's prefixes on a zero-shot backbone), recorded in ``model_hparams`` too.
-    ``runtime`` picks the encoder's backend (:mod:`rankkit.models.runtime`); it is recorded, and a
+    ``runtime`` picks the encoder's backend (:mod:`rankkit.runtime`); it is recorded, and a
     resumed encoding must use the same one. Under torchrun pass ``dist``
     (:func:`rankkit.distributed.init_distributed`): the processes split the chunks, rank 0 builds
     the faiss index and writes the manifest, and the folder is byte-identical to a one-process
@@ -184,15 +184,16 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         raise InputError(corpus, None, "no such file or directory")
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
-    runtime = runtime or Runtime()
-    model = load_bi_encoder(model_name, checkpoint, str(dist.device) if dist.active else device, runtime)
+    loaded = load_bi_encoder(model_name, checkpoint, dist.device if dist.active else device, runtime)
+    model, runtime = loaded.model, loaded.runtime
+    assert isinstance(model, BiEncoder)
     set_max_lengths(model, max_query_length, max_doc_length)
     for name, value in (settings or {}).items():
         model.override(name, value)
     if faiss_kind == "ivfpq" and model.dim % pq_m:
         raise RankkitError(f"PQ sub-quantisers m={pq_m} must divide the vector size {model.dim}")
     manifest = _manifest(model_name, checkpoint, model)
-    numerics = {"backend": runtime.backend, "quantize": runtime.quantize, "precision": runtime.precision}
+    numerics = runtime.numerics()
     if numerics != {"backend": "torch", "quantize": "none", "precision": "fp32"}:
         # What computed the vectors; left out for the default so that earlier encodings still resume.
         manifest["runtime"] = numerics
@@ -277,21 +278,15 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
     return meta
 
 
-def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None, device: str = "auto",
-                    runtime: Runtime | None = None) -> BiEncoder:
-    """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``), on ``device``
-    and ``runtime`` (``--backend onnx``: ``auto`` means the CPU)."""
-    from rankkit.devices import pick_device
+def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None,
+                    device: str | torch.device = "auto", runtime: Runtime | None = None) -> LoadedModel:
+    """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``) on ``device``
+    and ``runtime`` (:func:`rankkit.runtime.load_for_inference`; ``auto`` is the CPU for a CPU backend)."""
+    from rankkit.models import get_model_class
 
-    runtime = runtime or Runtime()
-    chosen = pick_device("cpu" if runtime.backend == "onnx" and device == "auto" else device, 0)
-    runtime.check(chosen)
-    model = load_for_inference(model_name, checkpoint)
-    if not isinstance(model, BiEncoder):
+    if not issubclass(get_model_class(model_name), BiEncoder):
         raise RankkitError(f"model {model_name!r} is not a bi-encoder: dense indexes need one (repbert, densetrans)")
-    model.to(chosen)
-    use_runtime(model, runtime, checkpoint=checkpoint, device=chosen)
-    return model
+    return load_for_inference(model_name, checkpoint, runtime, device)
 
 
 def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,

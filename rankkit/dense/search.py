@@ -14,7 +14,8 @@ from rankkit.dense.faiss_index import apply_recorded_settings, load_bi_encoder, 
 from rankkit.devices import autocast
 from rankkit.errors import RankkitError
 from rankkit.formats import Run, read_topics
-from rankkit.models.runtime import Runtime
+from rankkit.models.base import BiEncoder
+from rankkit.runtime import Runtime
 
 
 def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
@@ -31,7 +32,7 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
     queries, e.g. Quora duplicate questions) while still returning ``k`` documents. ``model_name``, when given, must be the model
     the index was built with (the CLI's ``--model``): a mismatch is an error, not a silent swap.
     ``max_query_length`` overrides the query token limit recorded in the index. ``runtime``: the
-    query encoder's backend, threads and precision (:mod:`rankkit.models.runtime`).
+    query encoder's backend, threads and precision (:mod:`rankkit.runtime`).
 
     A Pyserini faiss index records no encoder: ``model_name`` and ``checkpoint`` (the query
     encoder it was built with: a rankkit checkpoint or a Hugging Face / sentence-transformers
@@ -55,8 +56,9 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
         raise RankkitError(f"{index_dir} is a dense index built with --model {meta['model']}, not {model_name}; "
                            f"retrieve from it with --model {meta['model']}")
     queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
-    runtime = runtime or Runtime()
-    model = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device, runtime)
+    loaded = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device, runtime)
+    model, runtime = loaded.model, loaded.runtime
+    assert isinstance(model, BiEncoder)
     apply_recorded_settings(model, meta.get("model_hparams", {}))
     # The query limit recorded at build time (it may override the model's), unless given here.
     recorded = meta.get("model_hparams", {}).get("max_query_length")

@@ -32,7 +32,7 @@ from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch, len
 from rankkit.models.outputs import InBatchOutput, RankingOutput
 
 if TYPE_CHECKING:
-    from rankkit.models.runtime import EncoderSlot
+    from rankkit.models.encoder_slots import EncoderSlot
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ class RankingModel(torch.nn.Module, abc.ABC):
         return self.forward_scores(queries, candidates, batch_size)
 
     def encoder_slots(self) -> list[EncoderSlot]:
-        """The transformer encoders that ``--backend onnx`` runs on ONNX Runtime (:mod:`rankkit.models.runtime`).
+        """The transformer encoders an inference backend (``--backend onnx``, ``openvino``) runs (:mod:`rankkit.runtime`).
 
         Models whose encoder cannot be exported keep this refusal (one line naming the backends).
         """

@@ -68,7 +68,7 @@ from rankkit.models.base import ActivationCheckpointing, BiEncoder, TrainingDefa
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool
-from rankkit.models.runtime import EncoderSlot
+from rankkit.models.encoder_slots import EncoderSlot
 
 #: ``--variant``: the connections between layers. ``all``: Eq. 5 for every layer; ``below-top``:
 #: Eq. 5 below the top layer, the top layer reads ``E^{N-1}`` only (-TopDense); ``none``: Eq. 4.

@@ -46,7 +46,7 @@ from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import POOLING_MODES, pool
-from rankkit.models.runtime import EncoderSlot, hf_slot
+from rankkit.models.encoder_slots import EncoderSlot, hf_slot
 
 
 @dataclass

@@ -30,7 +30,7 @@ from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPair
 from rankkit.models.inputs import GroupBatch, PairFeatures, length_order
 from rankkit.models.persistence import EncoderHeadFiles
 from rankkit.models.pooling import POOLING_MODES
-from rankkit.models.runtime import EncoderSlot, hf_slot
+from rankkit.models.encoder_slots import EncoderSlot, hf_slot
 
 ENCODERS = ("cross", "bi")
 #: Initial weight of the cosine skip connection of the ``bi`` encoder: all-MiniLM-L6-v2 was

@@ -198,7 +198,7 @@ class SetPairEncoder(CrossPairEncoder, ActivationCheckpointing):
     @property
     def set_layers(self) -> nn.Module:
         """The encoder under a set layout (not a registered submodule, so the checkpoint's names stay BERT's)."""
-        swapped = self._modules.get("set_layers")  # put there by rankkit.models.runtime.use_runtime
+        swapped = self._modules.get("set_layers")  # put there by rankkit.runtime.use_runtime
         if swapped is not None:
             return swapped
         runner = self.__dict__.get("_set_layers")
@@ -337,7 +337,7 @@ class SetEncoder(Mono):
     def encoder_slots(self) -> list[Any]:
         """The encoder with inter-passage attention (:class:`SetLayers`); the set layout is built in
         torch from each batch and passed to the graph as two inputs, the score head stays in torch."""
-        from rankkit.models.runtime import EncoderSlot
+        from rankkit.models.encoder_slots import EncoderSlot
 
         assert isinstance(self.pairs, SetPairEncoder)
         config = self.pairs.encoder.config

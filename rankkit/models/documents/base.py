@@ -45,7 +45,7 @@ from rankkit.models.documents.splitting import (
 from rankkit.models.inputs import GroupBatch, PassageFeatures, batch_rng
 from rankkit.models.outputs import RankingOutput
 from rankkit.models.persistence import EncoderHeadFiles
-from rankkit.models.runtime import EncoderSlot, hf_slot
+from rankkit.models.encoder_slots import EncoderSlot, hf_slot
 
 
 @dataclass

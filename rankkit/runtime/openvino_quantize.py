@@ -1,6 +1,6 @@
-"""NNCF static int8 of an OpenVINO-readable model, run in a child process by :mod:`rankkit.models.runtime`.
+"""NNCF static int8 of an OpenVINO-readable model, run in a child process by :mod:`rankkit.runtime.openvino_backend`.
 
-    python -m rankkit.models.openvino_quantize FP32_ONNX OUT_XML SAMPLES_NPZ
+    python -m rankkit.runtime.openvino_quantize FP32_ONNX OUT_XML SAMPLES_NPZ
 
 The quantizer runs apart from the caller's process: NNCF's imports (scikit-learn, its logging and
 progress output) and its calibration memory stay out of a long-lived Python session. (A suspicion
@@ -38,7 +38,7 @@ def quantize(fp32: str, out_xml: str, samples_npz: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python -m rankkit.models.openvino_quantize FP32_ONNX OUT_XML SAMPLES_NPZ", file=sys.stderr)
+        print("usage: python -m rankkit.runtime.openvino_quantize FP32_ONNX OUT_XML SAMPLES_NPZ", file=sys.stderr)
         return 2
     try:
         quantize(*argv)

@@ -1,4 +1,4 @@
-"""Inference backends (:mod:`rankkit.models.runtime`): ONNX export round trips per model family, int8,
+"""Inference backends (:mod:`rankkit.runtime`): ONNX export round trips per model family, int8,
 the export cache (reuse, invalidation, damage), and the refusals."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from training_helpers import TOPICS, build_model, documents, tiny_backbone
 
 from rankkit.errors import RankkitError
 from rankkit.models import get_model_class
-from rankkit.models import runtime as rt
 from rankkit.models.checkpoint import load_for_inference, save_model
-from rankkit.models.runtime import Runtime, use_runtime
+from rankkit.runtime import Runtime, export, openvino_backend, use_runtime
+from rankkit.runtime.adapter import OrtEncoder
 
 QUERIES = [" ".join(t.split()[:2]) for t in TOPICS[:3]]
 CANDIDATES = [sorted(documents().values())[i::3][:7] for i in range(3)]
@@ -139,7 +139,7 @@ def test_openvino_int8_cache_reuse_damage_and_calibration(backbone: Path, cache:
     assert torch.equal(rebuilt.encode(texts, is_query=False, batch_size=4), vectors)  # same calibration, same IR
     other = tmp_path / "calibration.tsv"
     other.write_text("passage\tanother calibration text entirely\npair\ta query\ta passage\n", encoding="utf-8")
-    monkeypatch.setattr(rt, "CALIBRATION_FILE", other)
+    monkeypatch.setattr(openvino_backend, "CALIBRATION_FILE", other)
     record = json.loads(ir.with_suffix(".json").read_text(encoding="utf-8"))
     recalibrated = load_for_inference("repbert", backbone)
     use_runtime(recalibrated, Runtime("openvino", "int8"), checkpoint=backbone)
@@ -148,7 +148,7 @@ def test_openvino_int8_cache_reuse_damage_and_calibration(backbone: Path, cache:
 
 def test_openvino_int8_refuses_a_model_without_tokenizer(backbone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = load_for_inference("repbert", backbone)
-    monkeypatch.setattr(rt, "model_tokenizer", lambda model: None)
+    monkeypatch.setattr(openvino_backend, "model_tokenizer", lambda model: None)
     with pytest.raises(RankkitError, match="has no tokenizer; use --backend onnx --quantize int8"):
         use_runtime(model, Runtime("openvino", "int8"))
 
@@ -186,21 +186,21 @@ def test_damaged_cached_export_is_rebuilt(backbone: Path, capsys: pytest.Capture
 
 def test_failed_check_refuses_and_leaves_nothing(backbone: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = build_model(get_model_class("mono"), backbone).eval()
-    monkeypatch.setattr(rt, "TOLERANCE", -1.0)  # any difference is too large
+    monkeypatch.setattr(export, "TOLERANCE", -1.0)  # any difference is too large
     with pytest.raises(RankkitError, match="differs from torch by .* refusing it"):
         use_runtime(model, Runtime("onnx"))
     assert not [p for p in cache.rglob("*") if p.is_file()]
-    assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
+    assert not isinstance(model.pairs.encoder, OrtEncoder)
 
 
 def test_openvino_check_refuses_a_differing_run(backbone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenVINO's fp32 run is checked against torch each time it is compiled, and refused when it differs."""
     model = build_model(get_model_class("mono"), backbone).eval()
     use_runtime(copy.deepcopy(model), Runtime("onnx"))  # the checked ONNX export, now cached
-    monkeypatch.setattr(rt, "TOLERANCE", -1.0)
+    monkeypatch.setattr(export, "TOLERANCE", -1.0)
     with pytest.raises(RankkitError, match="OpenVINO's fp32 run of .* differs from torch"):
         use_runtime(model, Runtime("openvino"))
-    assert not isinstance(model.pairs.encoder, rt.OrtEncoder)
+    assert not isinstance(model.pairs.encoder, OrtEncoder)
 
 
 def test_export_uses_eager_attention_and_restores_the_model(backbone: Path) -> None:
@@ -258,20 +258,21 @@ def test_densetrans_round_trip(backbone: Path, variant: str) -> None:
     assert float(cosine.min()) > 0.9
 
 
-@pytest.mark.parametrize("runtime, device, message", [
-    (Runtime("onnx", precision="bf16"), None, "--precision bf16 runs on --backend torch or openvino"),
-    (Runtime("openvino", precision="fp16"), None, "--backend openvino runs --precision fp32 or bf16"),
-    (Runtime("openvino"), torch.device("cuda"), "--backend openvino runs on the CPU"),
-    (Runtime("torch", "int8"), None, "--quantize int8 needs --backend onnx"),
-    (Runtime("onnx"), torch.device("cuda"), "--backend onnx runs on the CPU"),
-    (Runtime("tensorrt"), None, "unknown backend 'tensorrt'"),
-    (Runtime("onnx", "int4"), None, "unknown quantization 'int4'"),
-    (Runtime(threads=0), None, "--threads must be at least 1"),
-    (Runtime(precision="fp16"), torch.device("cpu"), "fp16 needs a CUDA device"),
+@pytest.mark.parametrize("settings, device, message", [
+    ({"backend": "onnx", "precision": "bf16"}, None, "--precision bf16 runs on --backend torch or openvino"),
+    ({"backend": "openvino", "precision": "fp16"}, None, "--backend openvino runs --precision fp32 or bf16"),
+    ({"backend": "openvino"}, torch.device("cuda"), "--backend openvino runs on the CPU"),
+    ({"backend": "torch", "quantize": "int8"}, None, "--quantize int8 needs --backend onnx"),
+    ({"backend": "onnx"}, torch.device("cuda"), "--backend onnx runs on the CPU"),
+    ({"backend": "tensorrt"}, None, "unknown backend 'tensorrt'"),
+    ({"backend": "onnx", "quantize": "int4"}, None, "unknown quantization 'int4'"),
+    ({"threads": 0}, None, "--threads must be at least 1"),
+    ({"precision": "fp16"}, torch.device("cpu"), "fp16 needs a CUDA device"),
 ])
-def test_runtime_refusals(runtime: Runtime, device: torch.device | None, message: str) -> None:
+def test_runtime_refusals(settings: dict[str, Any], device: torch.device | None, message: str) -> None:
+    """A bad value or combination is refused when the runtime is made; one the device cannot run, by its check."""
     with pytest.raises(RankkitError, match=message):
-        runtime.check(device)
+        Runtime(**settings).check(device if device is not None else torch.device("cpu"))
 
 
 def test_bf16_torch_backend_scores_close_to_fp32(backbone: Path) -> None:
@@ -283,3 +284,20 @@ def test_bf16_torch_backend_scores_close_to_fp32(backbone: Path) -> None:
         got = model.rerank_scores(QUERIES, CANDIDATES)
     for ref, out in zip(reference, got):
         assert out.dtype == torch.float64 and torch.allclose(out, ref, atol=0.05)
+
+
+def test_the_device_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` is CUDA for torch when present and the CPU for a CPU backend; an explicit device a backend
+    cannot use is refused by name, before a device is picked."""
+    from rankkit.runtime import device_name, inference_device
+
+    assert inference_device("auto", Runtime("onnx")) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert inference_device("auto", Runtime()) == torch.device("cuda", 0)
+    assert inference_device(None, Runtime(), local_rank=3) == torch.device("cuda", 1)
+    for backend in ("onnx", "openvino"):
+        assert device_name("auto", Runtime(backend)) == "cpu"
+        assert inference_device("auto", Runtime(backend)) == torch.device("cpu")
+        with pytest.raises(RankkitError, match=f"--backend {backend} runs on the CPU"):
+            inference_device("cuda", Runtime(backend))

@@ -1,0 +1,43 @@
+"""The runtime layer: how a model runs at inference time, between the model library and inference.
+
+::
+
+    settings.py          Runtime (--backend, --quantize, --threads, --precision) and the one device rule
+    registry.py          Backend (devices, quantizations, precisions, supports, available + install hint), BACKENDS
+    torch_backend.py     --backend torch: the model's own code (CPU or CUDA; fp32, bf16, fp16 autocast)
+    onnx_backend.py      --backend onnx: ONNX Runtime on the CPU, fp32 or dynamic int8
+    openvino_backend.py  --backend openvino: OpenVINO on the CPU, fp32, bf16 or NNCF static int8
+    export.py            the checked ONNX export (traced, checked against torch on probe batches)
+    cache.py             the export cache (keyed by the weights, beside a checkpoint or in the cache folder)
+    adapter.py           OrtEncoder: a session called exactly as the encoder it replaces
+    compose.py           load_for_inference(name, checkpoint, runtime, device): load, device, swap
+
+A model declares which encoders a backend may run (:mod:`rankkit.models.encoder_slots`) and never
+imports this layer. A new backend is one file (a :class:`Backend` subclass) plus one
+``register_backend(...)`` line.
+"""
+
+from __future__ import annotations
+
+from rankkit.runtime.registry import (
+    BACKENDS,
+    Availability,
+    Backend,
+    RuntimeSettings,
+    backend_names,
+    get_backend,
+    register_backend,
+)
+from rankkit.runtime.settings import QUANTIZATIONS, Runtime, device_name, inference_device
+from rankkit.runtime.torch_backend import TorchBackend
+from rankkit.runtime.onnx_backend import OnnxBackend
+from rankkit.runtime.openvino_backend import OpenVinoBackend
+from rankkit.runtime.compose import LoadedModel, load_for_inference, swap_encoders, use_runtime
+
+register_backend(TorchBackend)
+register_backend(OnnxBackend)
+register_backend(OpenVinoBackend)
+
+__all__ = ["BACKENDS", "QUANTIZATIONS", "Availability", "Backend", "LoadedModel", "Runtime", "RuntimeSettings", "backend_names",
+           "device_name", "get_backend", "inference_device", "load_for_inference", "register_backend",
+           "swap_encoders", "use_runtime"]

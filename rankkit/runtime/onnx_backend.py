@@ -1,0 +1,97 @@
+"""``--backend onnx``: the checked ONNX export run by ONNX Runtime on the CPU, fp32 or dynamic int8.
+
+``--quantize int8`` is ``onnxruntime.quantization.quantize_dynamic`` of the fp32 export
+(per-channel QInt8 weights, dynamic uint8 activations), compared with the fp32 export on the probe
+batches and its cosine logged when it is built; both are cached (:mod:`rankkit.runtime.cache`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from torch import nn
+
+from rankkit.console import log
+from rankkit.errors import RankkitError
+from rankkit.models.encoder_slots import EncoderSlot
+from rankkit.runtime.adapter import OrtEncoder
+from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256, temporary_file
+from rankkit.runtime.export import (
+    check_against,
+    new_session,
+    prepare_export,
+    quiet_logging,
+    quiet_warnings,
+    run_probe,
+)
+from rankkit.runtime.registry import Availability, Backend, RuntimeSettings
+
+
+class OrtDynamicInt8:
+    """ONNX Runtime's dynamic int8 of the fp32 export (per-channel QInt8 weights)."""
+
+    kind = "int8"
+    suffix = ".int8.onnx"
+
+    def problem(self, record: dict[str, Any]) -> str | None:
+        return None
+
+    def build(self, slot: EncoderSlot, fp32: Path, folder: Path, key: str) -> Path:
+        """Dynamic int8 (per-channel QInt8 weights) of the fp32 export; its cosine to fp32 is logged."""
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        started = time.perf_counter()
+        name, record_name = export_names(slot, key, self.suffix)
+        with temporary_file(folder, ".onnx") as tmp:
+            try:
+                with quiet_warnings(), quiet_logging():
+                    quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
+            except Exception as err:
+                raise RankkitError(f"cannot quantize {fp32} to int8 ({type(err).__name__}: "
+                                   f"{' '.join(str(err).split())[:200]}); use --quantize none") from None
+            diff, cosine = check_against(slot, tmp, lambda feeds: run_probe(fp32, slot, feeds))
+            record = ExportRecord(name, file_sha256(tmp), key, "int8", diff, float(cosine.min()), float(cosine.mean()),
+                                  time.perf_counter() - started)
+            path = commit_export(tmp, folder, name, record, record_name)
+        log(f"quantized {slot.name} to int8 ({path}): pooled-vector cosine to fp32 min {record.cosine_min:.4f}, "
+            f"mean {record.cosine_mean:.4f} on the probe batch")
+        return path
+
+
+class OnnxBackend(Backend):
+    name = "onnx"
+    engine = "ONNX Runtime"
+    quantizations: ClassVar[dict[str, str]] = {"none": "fp32", "int8": "ONNX Runtime's dynamic int8"}
+    requires = ("onnxruntime", "onnx")
+    install_hint = "pip install onnxruntime onnx (only --backend onnx needs it)"
+
+    def available(self) -> Availability:
+        """ONNX Runtime and onnx: versions and execution providers."""
+        try:
+            ort = importlib.import_module("onnxruntime")
+        except Exception as err:
+            return Availability(False, f"not importable ({' '.join(f'{type(err).__name__}: {err}'.split())[:200]})",
+                                self.install_hint)
+        from importlib import metadata
+
+        providers = ", ".join(ort.get_available_providers())
+        try:
+            onnx = metadata.version("onnx")
+        except metadata.PackageNotFoundError:
+            return Availability(False, f"{ort.__version__} (providers {providers}); onnx not installed",
+                                "pip install onnx (needed to export models)")
+        return Availability(True, f"{ort.__version__}, onnx {onnx}; providers {providers}; "
+                                  "backends: torch, onnx (fp32, int8)")
+
+    def encoder(self, slot: EncoderSlot, runtime: RuntimeSettings, checkpoint: str | os.PathLike[str] | None,
+                model: nn.Module) -> tuple[nn.Module, Path]:
+        path = prepare_export(slot, checkpoint, OrtDynamicInt8() if runtime.quantize == "int8" else None)
+        session = new_session(path, runtime.threads)
+        return OrtEncoder(session, slot, getattr(slot.module, "config", None), path.name), path
+
+
+__all__ = ["OnnxBackend", "OrtDynamicInt8"]
