@@ -28,7 +28,7 @@ import torch.utils.checkpoint
 from rankkit.errors import RankkitError
 from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
-from rankkit.models.outputs import InBatchOutput, RankingOutput
+from rankkit.models.outputs import InBatchOutput, PreferenceMatrix, RankingOutput
 
 if TYPE_CHECKING:
     from rankkit.models.runtime import EncoderSlot
@@ -155,6 +155,11 @@ class RankingModel(torch.nn.Module, abc.ABC):
         ``rankkit rerank`` calls only this, so a model that can re-rank overrides it.
         """
         raise RankkitError(f"model {self.name!r} cannot re-rank")
+
+    def preference_matrix(self, query: str, texts: Sequence[str]) -> PreferenceMatrix:
+        """The preference matrix of one query's candidate texts (``rankkit explain``); models whose
+        :attr:`output_type` is a :class:`~rankkit.models.outputs.PreferenceOutput` provide it."""
+        raise RankkitError(f"model {self.name!r} has no preference matrix to explain")
 
     def encoder_slots(self) -> list[EncoderSlot]:
         """The transformer encoders that ``--backend onnx`` runs on ONNX Runtime (:mod:`rankkit.models.runtime`).
