@@ -18,13 +18,16 @@ Every step is a ``rankkit`` command run as a subprocess, as a user's script woul
    top documents of a few fold-1 queries whose texts are repeated until they fill 16 windows,
    at two depths; the difference of the two wall times over the difference in documents
    cancels process start-up and model loading;
-6. PARADE's distillation (§5, Eq. 12): a student with the first 2 of MiniLM's 6 layers trained
+6. PARADE's distillation (§6.1, Eq. 12): a student with the first 2 of MiniLM's 6 layers trained
    alone vs distilled from the 6-layer ``--kd-model`` of the same fold
-   (``--teacher-checkpoint CK --alpha 0.5``).
+   (``--teacher-checkpoint CK --alpha 0.5 --distillation F`` for each F of ``--kd-forms``). With
+   ``eq12`` among the forms the student is also trained alone on Eq. 12's student term (``--loss
+   pointwise-ce``, i.e. Eq. 12 with alpha = 1), so the teacher's term is compared at the same loss.
 
     python bench/documents.py --data runs/time --output runs/bench-documents
         [--models firstp,maxp,...] [--folds 5] [--depth 20] [--max-steps 10] [--batch-size 1]
-        [--window 128] [--stride 100] [--max-passages 2] [--backbone DIR] [--no-kd] [--force]
+        [--window 128] [--stride 100] [--max-passages 2] [--backbone DIR] [--no-kd]
+        [--kd-model parade-max] [--kd-forms eq12,loss-mse] [--force]
 
 Writes OUTPUT/documents.md (tables and every command), OUTPUT/commands.sh, OUTPUT/documents.json.
 A step whose outputs exist is skipped (rerun continues an interrupted benchmark) unless --force.
@@ -180,6 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kd", action=argparse.BooleanOptionalAction, default=True,
                         help="PARADE's distillation experiment (2-layer student)")
     parser.add_argument("--kd-model", default="parade-transformer", help="teacher and student model")
+    parser.add_argument("--kd-forms", default="eq12",
+                        help="comma-separated --distillation forms, one distilled row each (eq12, loss-mse)")
     parser.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--timing-passages", type=int, default=16)
     parser.add_argument("--timing-queries", type=int, default=2)
@@ -187,6 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true", help="redo finished steps")
     args = parser.parse_args(argv)
     models = [m for m in args.models.split(",") if m and m != "bm25"]
+    kd_forms = [f for f in args.kd_forms.split(",") if f]
+    if not kd_forms or set(kd_forms) - {"eq12", "loss-mse"}:
+        raise SystemExit(f"documents.py: error: --kd-forms takes eq12 and/or loss-mse, got {args.kd_forms!r}")
     unknown = sorted(set(models) - set(ALL_MODELS) - set(VARIANT_ROWS) - {"sump"})
     if unknown:
         raise SystemExit(f"documents.py: error: unknown model(s) {', '.join(unknown)}; "
@@ -216,14 +224,16 @@ def main(argv: list[str] | None = None) -> None:
     common = ["--max-steps", args.max_steps, "--batch-size", args.batch_size, "--group-size", args.group_size,
               "--seed", args.seed, "--device", "cpu"]
 
-    def cross_validate(name: str, model: str, extra_train: list[Any], teacher: str | None = None) -> Path:
+    def cross_validate(name: str, model: str, extra_train: list[Any], teacher: str | None = None,
+                       form: str = "eq12") -> Path:
         train_flags, rerank_flags = model_flags(model, args)
         for k in tests:
             checkpoint = out / "checkpoints" / f"{name}.fold-{k}"
             groups = [a for j in folds if j != k for a in ("--train", out / "groups" / f"fold-{j}.jsonl")]
             kd: list[Any] = []
             if teacher is not None:
-                kd = ["--teacher-checkpoint", out / "checkpoints" / f"{teacher}.fold-{k}", "--alpha", 0.5]
+                kd = ["--teacher-checkpoint", out / "checkpoints" / f"{teacher}.fold-{k}", "--alpha", 0.5,
+                      "--distillation", form]
             bench.rankkit(f"train {name}", ["train", "--model", model, *groups, "--output", checkpoint, *common,
                                             *train_flags, *extra_train, *kd], [checkpoint / "rankkit.json"])
             test_run = out / "runs" / f"{name}.fold-{k}.run"
@@ -252,8 +262,12 @@ def main(argv: list[str] | None = None) -> None:
             teacher = args.kd_model
             kd_runs[teacher] = runs.get(teacher) or cross_validate(teacher, teacher, backbone)
             kd_runs[f"{teacher}-L2"] = cross_validate(f"{teacher}-L2", teacher, ["--backbone", student])
-            kd_runs[f"{teacher}-L2-kd"] = cross_validate(f"{teacher}-L2-kd", teacher, ["--backbone", student],
-                                                         teacher=teacher)
+            if "eq12" in kd_forms:  # Eq. 12's student term alone (alpha = 1): the control of the eq12 row
+                kd_runs[f"{teacher}-L2-pointwise-ce"] = cross_validate(
+                    f"{teacher}-L2-pointwise-ce", teacher, ["--backbone", student, "--loss", "pointwise-ce"])
+            for form in kd_forms:
+                kd_runs[f"{teacher}-L2-kd-{form}"] = cross_validate(f"{teacher}-L2-kd-{form}", teacher,
+                                                                    ["--backbone", student], teacher=teacher, form=form)
 
     qrels = data / "qrels.txt"
     reports: dict[str, str] = {}
@@ -320,7 +334,8 @@ def main(argv: list[str] | None = None) -> None:
         lines += ["## Against MaxP", "", reports["vs-maxp"].strip(), ""]
     if "kd" in reports:
         lines += [(f"## Distillation ({args.kd_model}: 6-layer teacher, 2-layer student alone and with "
-                  "`--teacher-checkpoint --alpha 0.5`)"), "", reports["kd"].strip(), ""]
+                  f"`--teacher-checkpoint --alpha 0.5 --distillation {'|'.join(kd_forms)}`)"), "",
+                  reports["kd"].strip(), ""]
     if timing:
         lines += [f"## Speed ({args.timing_passages} passages per document where the model splits documents)", "",
                   "| model | ms / document | documents timed |", "| --- | --- | --- |"]

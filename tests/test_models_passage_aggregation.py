@@ -160,3 +160,59 @@ def test_transformer_more_passages_through_the_cli(cli: Callable[..., object], t
                   "--device", "cpu")
         assert res.code == 0, res.stderr
     assert read_run(tmp_path / "2.run") != read_run(tmp_path / "8.run")
+
+
+# -- PARADE-Transformer without passage positions (--position-passages none) ----------------------
+
+def test_transformer_without_positions_is_a_set_of_passages(backbone: Path, tmp_path: Path) -> None:
+    """``none`` (= 0): no position table, so the aggregate does not depend on the passages' order and
+    any inference passage count uses trained weights only; checkpoints keep the setting."""
+    from safetensors.torch import load_file
+
+    torch.manual_seed(0)
+    model = build_model(ParadeTransformer, backbone, {**OPTIONS, "max_passages": 3, "position_passages": "none"})
+    assert model.config.position_passages == 0 and model.positions is None
+    model.eval()
+    p, mask = torch.randn(2, 5, model.pairs.dim), torch.tensor([[True] * 5, [True, True, True, False, False]])
+    order = torch.tensor([3, 0, 4, 1, 2])
+    with torch.no_grad():
+        assert torch.allclose(model.aggregate(p, mask), model.aggregate(p[:, order], mask[:, order]), atol=1e-5)
+    save_model(model, tmp_path / "ck", {})
+    assert not any("positions" in key for key in load_file(str(tmp_path / "ck" / "model.safetensors")))
+    again = load_model(tmp_path / "ck", expect="parade-transformer")
+    assert again.positions is None and again.config.position_passages == 0
+    groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
+    queries, texts = [g.query for g in groups], [[c.text for c in g.pos + g.neg] for g in groups]
+    again.eval()
+    trained = again.rerank_scores(queries, texts)
+    again.set_max_passages(7)  # more than trained on, and more than any position table would hold
+    more = again.rerank_scores(queries, texts)
+    assert any(not torch.allclose(x, y) for x, y in zip(trained, more))
+    with_positions = build_model(ParadeTransformer, backbone, {**OPTIONS, "max_passages": 3})
+    with pytest.raises(RankkitError, match="--position-passages"):
+        with_positions.set_max_passages(7)
+
+
+def test_position_passages_none_through_the_cli(cli: Callable[..., object], tmp_path: Path, backbone: Path) -> None:
+    groups = long_groups(tmp_path / "g.jsonl", count=4)
+    common = ["--model", "parade-transformer", "--train", groups, "--backbone", backbone, "--max-steps", 1,
+              "--batch-size", 2, "--group-size", 3, "--device", "cpu", "--window", 6, "--stride", 5,
+              "--max-passages", 2]
+    res = cli("train", *common, "--output", tmp_path / "ck", "--position-passages", "none")
+    assert res.code == 0, res.stderr
+    assert load_model(tmp_path / "ck").config.position_passages == 0
+    bad = cli("train", *common, "--output", tmp_path / "bad", "--position-passages", "all")
+    assert bad.code == 2 and "--position-passages takes an integer or none" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+    config = tmp_path / "none.toml"
+    config.write_text('[train]\nmodel = "parade-transformer"\nposition_passages = "none"\nmax_passages = 2\n'
+                      'window = 6\nstride = 5\n', encoding="utf-8")
+    printed = cli("train", "--config", config, "--print-config")
+    assert printed.code == 0 and "position_passages = 0" in printed.stdout
+    res = cli("train", "--config", config, "--train", groups, "--output", tmp_path / "ck2", "--backbone", backbone,
+              "--max-steps", 1, "--batch-size", 2, "--group-size", 3, "--device", "cpu")
+    assert res.code == 0, res.stderr
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('[train]\nmodel = "parade-transformer"\nposition_passages = "all"\n', encoding="utf-8")
+    res = cli("train", "--config", wrong, "--print-config")
+    assert res.code == 2 and "position_passages" in res.stderr and "none" in res.stderr

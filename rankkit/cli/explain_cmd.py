@@ -1,5 +1,5 @@
-"""``rankkit explain``: MatRank's preference matrix for one query as a heat map (Luo et al., 2022, "MatRank: Text
-Re-ranking by Latent Preference Matrix", Figure 2)."""
+"""``rankkit explain``: a preference-matrix model's matrix for one query as a heat map (Luo et al., 2022, "MatRank:
+Text Re-ranking by Latent Preference Matrix", Figure 2; MatRank-Split's piece matrix, Figure 4)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rankkit.errors import RankkitError
 
 @app.command("explain")
 def explain_command(
-    model: str = typer.Option("matrank", "--model", help="matrank or matrank-row."),
+    model: str = typer.Option("matrank", "--model", help="A model with a preference matrix: matrank, matrank-row, matrank-col, matrank-split (its piece matrix), or a registered plug-in whose output is a PreferenceOutput."),
     checkpoint: str = typer.Option(..., "--checkpoint", help="A rankkit checkpoint: a folder written by rankkit train or a hub id ORG/NAME[@REVISION]."),
     run: Path = typer.Option(..., "--run", help="Run holding the query's candidates."),
     topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
@@ -30,7 +30,7 @@ def explain_command(
     output: Path = typer.Option(..., "--output", "-o", help="Figure to write (.png, .pdf or .svg)."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus file..."),
     index: Optional[Path] = typer.Option(None, "--index", help="...or from this BM25 index's stored raw text."),
-    depth: int = typer.Option(20, "--depth", help="Candidates in the matrix (the run's top DEPTH)."),
+    depth: int = typer.Option(20, "--depth", help="Candidates in the matrix (the run's top DEPTH; matrank-split: documents, each drawn as its pieces)."),
     top: int = typer.Option(5, "--top", help="Passages printed to the terminal."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     backend: str = backend_option(),
@@ -38,15 +38,15 @@ def explain_command(
     threads: Optional[int] = threads_option(),
     precision: str = precision_option(),
 ) -> None:
-    """Draw S (Eq. 3) with candidates labelled and the row/column means beside it; print the top passages."""
+    """Draw the preference matrix (MatRank's S, Eq. 3; MatRank-Split's piece matrix, Eq. 9) with the candidates
+    labelled and the row/column means beside it; print the top candidates."""
     from rich.console import Console
     from rich.table import Table
 
     from rankkit.docstore import open_docstore
-    from rankkit.reranking.explain import explain_query, plot_explanation
+    from rankkit.reranking.explain import check_explainable, explain_query, plot_explanation
 
-    if model not in ("matrank", "matrank-row"):
-        raise RankkitError(f"explain shows MatRank's matrix: --model matrank or matrank-row, not {model!r}")
+    check_explainable(model)
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
     from rankkit.files import check_outputs
@@ -60,7 +60,7 @@ def explain_command(
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index) as store:
-        expl = explain_query(loaded.model, run, queries, store, qid, depth=depth,  # type: ignore[arg-type]
+        expl = explain_query(loaded.model, run, queries, store, qid, depth=depth,
                              precision=loaded.runtime.torch_precision)
     plot_explanation(expl, output)
     table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)

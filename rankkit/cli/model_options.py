@@ -61,7 +61,7 @@ def train_options() -> list[CliOption]:
         for spec in cls.config_class.model_options():
             if spec.name not in seen:
                 owners = ", ".join(_owners(spec.name, models))
-                kind = spec.kind
+                kind = str if spec.words else spec.kind  # a word (e.g. none) is parsed by the spec's check
                 seen[spec.name] = CliOption(spec.name, kind, spec.flag, f"{owners}: {spec.help}", spec.name)
             for flag, value in spec.aliases.items():
                 param = flag.lstrip("-").replace("-", "_")
@@ -82,8 +82,8 @@ def rerank_options(bi_encoders_only: bool = False) -> list[CliOption]:
         for spec in cls.config_class.specs():
             if spec.rerank_flag and spec.rerank_flag not in seen:
                 param = spec.rerank_flag.lstrip("-").replace("-", "_")
-                seen[spec.rerank_flag] = CliOption(param, spec.kind, spec.rerank_flag, _inference_help(spec.help),
-                                                   spec.name)
+                kind = str if spec.words else spec.kind
+                seen[spec.rerank_flag] = CliOption(param, kind, spec.rerank_flag, _inference_help(spec.help), spec.name)
     return list(seen.values())
 
 
@@ -227,7 +227,7 @@ def print_model_help(name: str) -> None:
 def _type_name(spec: OptionSpec) -> str:
     if spec.choices:
         return "|".join(spec.choices)
-    return "flag" if spec.kind is bool else spec.kind.__name__
+    return "flag" if spec.kind is bool else "|".join([spec.kind.__name__, *spec.words])
 
 
 def _dense_index(args: list[str]) -> bool:

@@ -29,7 +29,7 @@ from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
 from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch, length_order
-from rankkit.models.outputs import InBatchOutput, RankingOutput
+from rankkit.models.outputs import InBatchOutput, PreferenceMatrix, RankingOutput
 
 if TYPE_CHECKING:
     from rankkit.models.encoder_slots import EncoderSlot
@@ -191,6 +191,11 @@ class RankingModel(torch.nn.Module, abc.ABC):
         ``rankkit rerank`` calls only this: :meth:`forward_scores` unless a family scores faster its own way.
         """
         return self.forward_scores(queries, candidates, batch_size)
+
+    def preference_matrix(self, query: str, texts: Sequence[str]) -> PreferenceMatrix:
+        """The preference matrix of one query's candidate texts (``rankkit explain``); models whose
+        :attr:`output_type` is a :class:`~rankkit.models.outputs.PreferenceOutput` provide it."""
+        raise RankkitError(f"model {self.name!r} has no preference matrix to explain")
 
     def encoder_slots(self) -> list[EncoderSlot]:
         """The transformer encoders an inference backend (``--backend onnx``, ``openvino``) runs (:mod:`rankkit.runtime`).

@@ -26,17 +26,19 @@ C = TypeVar("C", bound="ModelConfig")
 
 def option(default: Any, *, help: str, paper: str | None = None, flag: str | None = None,
            minimum: float | None = None, maximum: float | None = None, cli: bool = True,
-           rerank_flag: str | None = None, aliases: Mapping[str, Any] | None = None) -> Any:
+           rerank_flag: str | None = None, aliases: Mapping[str, Any] | None = None,
+           words: Mapping[str, Any] | None = None) -> Any:
     """A model setting: its default, help text and source.
 
     ``flag`` overrides the generated ``--name`` (e.g. ``--freeze-encoder/--tune-encoder``);
     ``cli=False`` keeps a setting out of the model options (set by rankkit itself or by a generic
     ``rankkit train`` option); ``rerank_flag`` also exposes it on ``rankkit rerank`` (an
     inference-time override); ``aliases`` maps extra boolean flags to a value of the setting
-    (DenseTrans' ``--no-dense`` = ``variant no-dense``).
+    (DenseTrans' ``--no-dense`` = ``variant no-dense``); ``words`` maps words a number setting also
+    takes to the value they stand for (PARADE-Transformer's ``--position-passages none`` = 0).
     """
     meta = {"help": help, "paper": paper, "flag": flag, "minimum": minimum, "maximum": maximum, "cli": cli,
-            "rerank_flag": rerank_flag, "aliases": dict(aliases or {})}
+            "rerank_flag": rerank_flag, "aliases": dict(aliases or {}), "words": dict(words or {})}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -57,6 +59,8 @@ class OptionSpec:
     cli: bool
     rerank_flag: str | None
     aliases: Mapping[str, Any]
+    #: Words the setting also takes on the command line and in config files, and their values.
+    words: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def primary_flag(self) -> str:
@@ -70,6 +74,8 @@ class OptionSpec:
     def check(self, value: Any, model: str, flag: str | None = None) -> Any:
         """``value`` converted to this setting's type and checked (choices, range, finite)."""
         flag = flag or self.primary_flag
+        if isinstance(value, str) and value.strip().lower() in self.words:
+            return self.words[value.strip().lower()]
         if value is None:
             if self.optional:
                 return None
@@ -82,7 +88,9 @@ class OptionSpec:
             else:
                 converted = self.kind(value)
         except (TypeError, ValueError):
-            raise RankkitError(f"{flag} takes a {self.kind.__name__} for model {model}, got {value!r}") from None
+            also = "".join(f" or {word}" for word in self.words)
+            kind = {int: "an integer", float: "a number"}.get(self.kind, f"a {self.kind.__name__}")
+            raise RankkitError(f"{flag} takes {kind}{also} for model {model}, got {value!r}") from None
         if self.choices and converted not in self.choices:
             raise RankkitError(f"{flag} must be one of {', '.join(self.choices)} for model {model}, got {converted!r}")
         if self.kind in (int, float):
@@ -141,7 +149,7 @@ class ModelConfig:
                 paper=meta.get("paper"), flag=meta.get("flag") or "--" + f.name.replace("_", "-"),
                 choices=choices, minimum=meta.get("minimum"), maximum=meta.get("maximum"),
                 cli=bool(meta.get("cli", True)), rerank_flag=meta.get("rerank_flag"),
-                aliases=meta.get("aliases") or {},
+                aliases=meta.get("aliases") or {}, words=meta.get("words") or {},
             ))
         return out
 

@@ -67,3 +67,21 @@ class PassageScoreOutput(RankingOutput):
 
     passage_scores: torch.Tensor
     passage_mask: torch.Tensor
+
+
+@dataclass
+class PreferenceMatrix:
+    """One query's latent preference matrix, for ``rankkit explain`` (MatRank Figs. 2 and 4).
+
+    ``S`` ``[P, P]`` is over the matrix's items: a query's M candidates (MatRank, Eq. 3), or the real
+    pieces of its documents (MatRank-Split, Eq. 9; zero between pieces of one document). ``items``
+    gives each row's (candidate index, piece index) in the candidates' input order (piece 0 for
+    passage models); ``log_beta``, ``log_omega`` and ``vote`` ``[M]`` are per candidate (Eqs. 6-7 /
+    10-11 and the re-ranking score).
+    """
+
+    S: torch.Tensor
+    items: list[tuple[int, int]]
+    log_beta: torch.Tensor
+    log_omega: torch.Tensor
+    vote: torch.Tensor

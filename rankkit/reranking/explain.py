@@ -1,9 +1,14 @@
-"""``rankkit explain``: MatRank's latent preference matrix for one query as a heat map (the paper's Figure 2).
+"""``rankkit explain``: a preference-matrix model's matrix for one query as a heat map.
 
-The figure shows S (Eq. 3) over the query's top ``depth`` candidates, rows and columns labelled
-``new rank: docid`` in MatRank's final (Borda) order, with the row means r (Eq. 4) and the
-negated column means -c (Eq. 5) beside it. The top passages with their vote, beta and omega are
-returned for printing.
+Every registered model whose output is a :class:`~rankkit.models.outputs.PreferenceOutput` (the
+registry answers which: :func:`preference_models`) can be explained: MatRank and its row/column
+ablations draw S (Luo et al., 2022, "MatRank: Text Re-ranking by Latent Preference Matrix", Eq. 3,
+Figure 2) over the query's top ``depth`` candidates; MatRank-Split draws S^ over the pieces of the
+top ``depth`` documents (Eq. 9, Figure 4: which piece of which document is preferred), zero between
+pieces of one document. Rows and columns are labelled ``new rank: docid`` (``#piece`` for pieces) in
+the model's final (vote) order, with the row means r (Eq. 4 / 10) and the negated column means -c
+(Eq. 5 / 11) beside the matrix. The top candidates with their vote, beta and omega are returned for
+printing.
 """
 
 from __future__ import annotations
@@ -20,12 +25,25 @@ from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write, read_topics
 from rankkit.formats.runs import iter_run_queries
-from rankkit.models.cross_encoders.matrank import MatRank
+from rankkit.models import MODELS, RankingModel
+from rankkit.models.outputs import PreferenceOutput
+
+
+def preference_models() -> list[str]:
+    """The registered models with a preference matrix (their output type), which explain can draw."""
+    return sorted(name for name, cls in MODELS.items() if issubclass(cls.output_type, PreferenceOutput))
+
+
+def check_explainable(name: str) -> None:
+    """Refuse, listing the ones it can, a model explain cannot draw."""
+    if name not in preference_models():
+        raise RankkitError(f"explain draws a preference matrix: --model {', '.join(preference_models())}, "
+                           f"not {name!r}")
 
 
 @dataclass
 class ExplainedCandidate:
-    """One candidate of the explained query, in MatRank's order."""
+    """One candidate of the explained query, in the model's order."""
 
     rank: int
     input_rank: int
@@ -40,18 +58,21 @@ class ExplainedCandidate:
 class Explanation:
     qid: str
     query: str
+    model: str
     candidates: list[ExplainedCandidate]
-    matrix: list[list[float]]  # S in the candidates' (MatRank) order
+    #: S over the matrix's items (candidates, or their pieces), in the candidates' new order.
+    matrix: list[list[float]]
+    #: (new rank, piece number from 1; 0 for a candidate that is not split) of each row and column.
+    items: list[tuple[int, int]]
 
 
 @torch.inference_mode()
-def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
+def explain_query(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
                   store: DocStore, qid: str, *, depth: int = 20, batch_size: int = 32,
                   precision: str = "fp32") -> Explanation:
-    """S, r, c, beta, omega and the vote of ``qid``'s top ``depth`` candidates of ``run``
-    (``precision`` ``bf16``: under autocast)."""
-    if not isinstance(model, MatRank):
-        raise RankkitError(f"explain needs a matrank, matrank-row or matrank-col model, not {model.name!r}")
+    """The preference matrix, beta, omega and the vote of ``qid``'s top ``depth`` candidates of
+    ``run`` (``precision`` ``bf16``: under autocast)."""
+    check_explainable(model.name)
     if depth < 2:
         raise RankkitError(f"--depth must be at least 2 to show a matrix, got {depth}")
     for path in (run, topics):
@@ -68,23 +89,25 @@ def explain_query(model: MatRank, run: str | os.PathLike[str], topics: str | os.
     texts = [passages[d] for d in docids]
     model.eval()
     query = texts_of[qid]
-    feats = model.pairs.features([query] * len(texts), texts)
     with autocast(precision, model.device):
-        h, skip = model.pairs({k: v.to(model.device) for k, v in feats.items()})
-        out = model.explain(h, skip)
-    log_beta, log_omega = out.log_beta[0].float(), out.log_omega[0].float()
-    vote = model.vote(out).float().cpu()
+        found = model.preference_matrix(query, texts)
+    vote = found.vote.float().cpu()
     order = torch.sort(vote, descending=True, stable=True).indices.tolist()
-    beta, omega = log_beta.exp().cpu(), log_omega.exp().cpu()
-    S = out.S[0].float().cpu()
+    beta, omega = found.log_beta.float().exp().cpu(), found.log_omega.float().exp().cpu()
     cands = [ExplainedCandidate(new + 1, i + 1, docids[i], float(vote[i]), float(beta[i]), float(omega[i]), texts[i])
              for new, i in enumerate(order)]
-    matrix = [[float(S[i, j]) for j in order] for i in order]
-    return Explanation(qid, query, cands, matrix)
+    new_rank = {i: new + 1 for new, i in enumerate(order)}
+    split = any(piece > 0 for _, piece in found.items)
+    rows = sorted(range(len(found.items)), key=lambda r: (new_rank[found.items[r][0]], found.items[r][1]))
+    S = found.S.float().cpu()
+    matrix = [[float(S[i, j]) for j in rows] for i in rows]
+    items = [(new_rank[found.items[r][0]], found.items[r][1] + 1 if split else 0) for r in rows]
+    return Explanation(qid, query, model.name, cands, matrix, items)
 
 
 def plot_explanation(expl: Explanation, output: str | os.PathLike[str]) -> None:
-    """Heat map of S with labelled candidates plus row (r) and negated column (-c) means, as PNG/PDF/SVG."""
+    """Heat map of S with labelled candidates (or pieces) plus row (r) and negated column (-c) means, as
+    PNG/PDF/SVG; lines separate the documents of a piece matrix."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,17 +115,35 @@ def plot_explanation(expl: Explanation, output: str | os.PathLike[str]) -> None:
     import numpy as np
 
     S = np.array(expl.matrix)
-    n = len(expl.candidates)
+    n = len(expl.items)
     r = S.sum(axis=1) / n
     neg_c = -S.sum(axis=0) / n
-    labels = [f"{c.rank}: {c.docid} (was {c.input_rank})" for c in expl.candidates]
+    by_rank = {c.rank: c for c in expl.candidates}
+    labels = [f"{rank}: {by_rank[rank].docid} (was {by_rank[rank].input_rank})" if piece == 0
+              else f"{rank}: {by_rank[rank].docid} #{piece}" for rank, piece in expl.items]
+    pieces = any(piece > 0 for _, piece in expl.items)
     size = max(5.0, 0.28 * n + 3)
     fig, axes = plt.subplots(1, 2, figsize=(size + 3.5, size), gridspec_kw={"width_ratios": [n, max(3, n // 4)]})
     heat, side = axes
-    bound = float(np.abs(S).max()) or 1.0
-    image = heat.imshow(S, cmap="RdBu_r", vmin=-bound, vmax=bound)
+    # Entries that compare two items (not an item with itself or a piece with its own document's).
+    ranks = np.array([rank for rank, _ in expl.items])
+    compared = ranks[:, None] != ranks[None, :]
+    values = S[compared] if compared.any() else np.zeros(1)
+    shown = np.ma.masked_array(S, mask=~compared)
+    if values.min() < 0.0 < values.max():  # preferences both ways: diverging colours, white = none
+        bound = float(np.abs(values).max()) or 1.0
+        cmap, low, high = matplotlib.colormaps["RdBu_r"], -bound, bound
+    else:  # all one sign (a shift beta and omega ignore, Eqs. 6-7): the spread is what ranks
+        cmap, low, high = matplotlib.colormaps["viridis"], float(values.min()), float(values.max())
+        high = high if high > low else low + 1e-9
+    image = heat.imshow(shown, cmap=cmap.with_extremes(bad="lightgrey"), vmin=low, vmax=high)
     heat.set_xticks(range(n), labels, rotation=90, fontsize=7)
     heat.set_yticks(range(n), labels, fontsize=7)
+    if pieces:  # the first piece of every document after the first: a boundary line
+        for row, (_, piece) in enumerate(expl.items):
+            if piece == 1 and row > 0:
+                heat.axhline(row - 0.5, color="black", linewidth=0.6)
+                heat.axvline(row - 0.5, color="black", linewidth=0.6)
     heat.set_xlabel("j (compared against)")
     heat.set_ylabel("i (preferred over j when s_ij > 0)")
     fig.colorbar(image, ax=heat, fraction=0.046, pad=0.04, label="s_ij")
@@ -112,10 +153,11 @@ def plot_explanation(expl: Explanation, output: str | os.PathLike[str]) -> None:
     side.set_ylim(n - 0.5, -0.5)
     side.set_yticks([])
     side.axvline(0, color="black", linewidth=0.5)
-    side.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.02))
+    side.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.07))
     side.set_title("row / column scores", fontsize=9)
     query = expl.query if len(expl.query) <= 80 else expl.query[:77] + "..."
-    fig.suptitle(f"MatRank preference matrix, query {expl.qid}: {query}", fontsize=10)
+    what = "preference matrix over document pieces (S^, Eq. 9)" if pieces else "preference matrix (S, Eq. 3)"
+    fig.suptitle(f"{expl.model} {what}, query {expl.qid}: {query}", fontsize=10)
     fig.tight_layout()
     suffix = Path(output).suffix.lower().lstrip(".") or "png"
     if suffix not in ("png", "pdf", "svg"):
@@ -127,4 +169,5 @@ def plot_explanation(expl: Explanation, output: str | os.PathLike[str]) -> None:
     plt.close(fig)
 
 
-__all__ = ["ExplainedCandidate", "Explanation", "explain_query", "plot_explanation"]
+__all__ = ["ExplainedCandidate", "Explanation", "check_explainable", "explain_query", "plot_explanation",
+           "preference_models"]

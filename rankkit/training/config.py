@@ -32,6 +32,12 @@ class TrainConfig:
     grad_accum: int = 1
     lr: float | None = None
     warmup: float = 0.1
+    #: After the warm-up: ``linear`` decay to ``lr_decay_to`` x the peak, or ``inverse-time``
+    #: ``1 / (1 + lr_decay_rate * steps after warm-up / lr_decay_every)`` (:mod:`rankkit.training.optim`).
+    lr_schedule: str = "linear"
+    lr_decay_to: float = 0.0
+    lr_decay_rate: float | None = None
+    lr_decay_every: float | None = None
     optimizer: str = "adamw"
     weight_decay: float | None = None
     max_grad_norm: float = 1.0
@@ -88,6 +94,29 @@ class TrainResult:
     metrics: dict[str, float]
 
 
+def check_schedule(config: TrainConfig) -> None:
+    """The learning-rate schedule's settings, each given only to the schedule that reads it."""
+    from rankkit.training.optim import LR_SCHEDULES
+
+    if config.lr_schedule not in LR_SCHEDULES:
+        raise RankkitError(f"unknown --lr-schedule {config.lr_schedule!r}; use {' or '.join(LR_SCHEDULES)}")
+    if not (math.isfinite(config.lr_decay_to) and 0.0 <= config.lr_decay_to <= 1.0):
+        raise RankkitError(f"--lr-decay-to must be between 0 and 1 (a fraction of the peak rate), got {config.lr_decay_to}")
+    inverse = (config.lr_decay_rate, config.lr_decay_every)
+    if config.lr_schedule == "linear":
+        if any(value is not None for value in inverse):
+            raise RankkitError("--lr-decay-rate and --lr-decay-every set --lr-schedule inverse-time, not linear")
+        return
+    if config.lr_decay_to != 0.0:
+        raise RankkitError("--lr-decay-to sets where --lr-schedule linear ends; inverse-time takes --lr-decay-rate")
+    if config.lr_decay_rate is None or config.lr_decay_every is None:
+        raise RankkitError("--lr-schedule inverse-time needs --lr-decay-rate R and --lr-decay-every STEPS")
+    if not (math.isfinite(config.lr_decay_rate) and config.lr_decay_rate >= 0.0):
+        raise RankkitError(f"--lr-decay-rate must be a finite number >= 0, got {config.lr_decay_rate}")
+    if not (math.isfinite(config.lr_decay_every) and config.lr_decay_every > 0.0):
+        raise RankkitError(f"--lr-decay-every must be a finite number of steps > 0, got {config.lr_decay_every}")
+
+
 def check_config(config: TrainConfig) -> type[RankingModel]:
     """The model class, after checking the numeric settings and the model's own options."""
     if config.seed < 0:
@@ -105,6 +134,7 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
         value = getattr(config, name)
         if value is not None and (not math.isfinite(value) or value < 0):
             raise RankkitError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+    check_schedule(config)
     if not 0.0 <= config.alpha <= 1.0:
         raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")
     if config.precision not in PRECISIONS:

@@ -44,7 +44,7 @@ from rankkit.training.frozen import precompute_frozen_features
 from rankkit.training.lists import check_list_loss, list_teacher
 from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
-from rankkit.training.optim import build_optimizer, linear_schedule, seed_everything, warmup_steps
+from rankkit.training.optim import build_optimizer, lr_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
 from rankkit.training.warm_start import WarmStart, carry_weights, load_init_checkpoint, save_encoder
 
@@ -62,6 +62,16 @@ def train(config: TrainConfig, callbacks: Sequence[Callable[[StepInfo], None]] =
         return Trainer(config, cls, dist).run(callbacks)
     finally:
         dist.close()
+
+
+def schedule_record(config: TrainConfig) -> dict[str, Any]:
+    """The learning-rate schedule's settings, empty for the default (linear decay to 0)."""
+    if config.lr_schedule == "linear" and config.lr_decay_to == 0.0:
+        return {}
+    if config.lr_schedule == "linear":
+        return {"lr_schedule": "linear", "lr_decay_to": config.lr_decay_to}
+    return {"lr_schedule": config.lr_schedule, "lr_decay_rate": config.lr_decay_rate,
+            "lr_decay_every": config.lr_decay_every}
 
 
 class Trainer:
@@ -141,8 +151,9 @@ class Trainer:
         self.weight_decay = config.weight_decay if config.weight_decay is not None else defaults.weight_decay
         self.optimizer = build_optimizer(self.model, config.optimizer, self.lr, self.weight_decay, defaults.adam_betas)
         self.warmup = warmup_steps(config.warmup, self.total_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
-                                                           linear_schedule(self.warmup, self.total_steps))
+        factor = lr_schedule(config.lr_schedule, self.warmup, self.total_steps, decay_to=config.lr_decay_to,
+                             rate=config.lr_decay_rate, every=config.lr_decay_every)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         self.step, self.best, self.metrics = 0, None, {}  # type: int, float | None, dict[str, float]
         # Dropout differs per rank (like separate GPUs would), and is re-seeded deterministically.
         torch.manual_seed(config.seed * 1000 + dist.rank)
@@ -158,6 +169,9 @@ class Trainer:
             # Recorded only when not fp32, so step checkpoints written before --precision existed still resume.
             **({} if config.precision == "fp32" else {"precision": config.precision}),
             **({} if config.init_checkpoint is None else {"init_checkpoint": str(config.init_checkpoint)}),
+            # Recorded only when not the linear decay to 0, so step checkpoints written before the schedule
+            # options existed still resume.
+            **schedule_record(config),
         }
         if self.resume_from is not None:
             self.restore(self.resume_from)
@@ -215,6 +229,9 @@ class Trainer:
             "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing,
             "init_checkpoint": None if c.init_checkpoint is None else str(c.init_checkpoint),
             "distillation": None if c.teacher_checkpoint is None else c.distillation,
+            # Only when set: a run with the default linear decay to 0 writes the same record as before.
+            **schedule_record(c),
+            **({"whole_lists": True} if c.whole_lists else {}),
         }
         return {"training": training, "base_model": self.base_model,
                 "data": {"train": self.data, "groups": len(self.groups)}, "steps": self.step,

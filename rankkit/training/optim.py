@@ -20,15 +20,67 @@ def warmup_steps(warmup: float, total_steps: int) -> int:
     return int(round(warmup * total_steps)) if warmup < 1 else int(warmup)
 
 
-def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """Linear warm-up to the peak learning rate, then linear decay to 0 at ``total`` steps."""
+#: ``--lr-schedule`` choices: what the rate does after the warm-up.
+LR_SCHEDULES = ("linear", "inverse-time")
+
+
+def warmup_factor(step: int, warmup: int) -> float:
+    """Linear warm-up: ``(step + 1) / (warmup + 1)`` of the peak during the first ``warmup`` steps."""
+    return (step + 1) / (warmup + 1)
+
+
+def linear_schedule(warmup: int, total: int, decay_to: float = 0.0) -> Callable[[int], float]:
+    """Linear warm-up to the peak learning rate, then linear decay to ``decay_to`` x the peak at
+    ``total`` steps (``rankkit train --lr-decay-to``).
+
+    ``decay_to`` 0 (the default) is the usual decay to 0; 1 keeps the peak after the warm-up (a
+    constant rate, as a Lightning run without a scheduler). The default computes exactly the
+    factors rankkit used before the option existed, so older runs reproduce bit for bit.
+    """
+    if not 0.0 <= decay_to <= 1.0:
+        raise RankkitError(f"--lr-decay-to must be between 0 and 1 (a fraction of the peak rate), got {decay_to}")
 
     def factor(step: int) -> float:
         if step < warmup:
-            return (step + 1) / (warmup + 1)
-        return max(0.0, (total - step) / max(1, total - warmup))
+            return warmup_factor(step, warmup)
+        remaining = max(0.0, (total - step) / max(1, total - warmup))
+        if decay_to == 0.0:
+            return remaining
+        return decay_to + (1.0 - decay_to) * remaining
 
     return factor
+
+
+def inverse_time_schedule(warmup: int, rate: float, every: float) -> Callable[[int], float]:
+    """Linear warm-up, then ``1 / (1 + rate * t)`` of the peak with ``t = (step - warmup) / every``.
+
+    This is what PARADE's "linear decay rate of 0.1 after the warm-up" (Li et al., 2023, §4.2) is in
+    the authors' implementation: Capreolus' ``decaytype=linear`` with ``decay=0.1`` multiplies the
+    rate by ``1 / (1 + decay * epoch)``, ``epoch`` counting training iterations (4,096 pairs) after
+    the warm-up (capreolus/trainer/__init__.py, ``Trainer.lr_multiplier``, commit 789288c).
+    ``every`` is the steps of one such iteration (``--lr-decay-every``).
+    """
+    if not (rate >= 0.0 and every > 0.0):
+        raise RankkitError(f"--lr-decay-rate must be >= 0 and --lr-decay-every > 0, got {rate} and {every}")
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return warmup_factor(step, warmup)
+        return 1.0 / (1.0 + rate * (step - warmup) / every)
+
+    return factor
+
+
+def lr_schedule(kind: str, warmup: int, total: int, *, decay_to: float = 0.0, rate: float | None = None,
+                every: float | None = None) -> Callable[[int], float]:
+    """The learning-rate factor of each step for ``--lr-schedule kind`` (:data:`LR_SCHEDULES`)."""
+    if kind == "linear":
+        return linear_schedule(warmup, total, decay_to)
+    if kind == "inverse-time":
+        if rate is None or every is None:
+            raise RankkitError("--lr-schedule inverse-time needs --lr-decay-rate R and --lr-decay-every STEPS")
+        return inverse_time_schedule(warmup, rate, every)
+    raise RankkitError(f"unknown --lr-schedule {kind!r}; use {' or '.join(LR_SCHEDULES)}")
 
 
 def build_optimizer(model: torch.nn.Module, name: str, lr: float, weight_decay: float,

@@ -43,6 +43,14 @@ else:  # pragma: no cover - Python 3.10
 RECIPE_KEYS = ("paper", "experiment", "backbone", "cannot_run", "cannot_run_settings", "requires")
 
 
+@dataclass(frozen=True)
+class Worded:
+    """The kind of a number setting that also takes words (``position_passages = "none"``)."""
+
+    base: Any
+    words: tuple[str, ...]
+
+
 @dataclass
 class Recipe:
     """A parsed config file: its ``[train]`` settings and what ``[recipe]`` says about them."""
@@ -75,7 +83,7 @@ def train_kinds() -> dict[str, Any]:
     kinds = {name: kind_of(hint) for name, hint in hints.items() if name != "model_options"}
     for cls in MODELS.values():
         for spec in cls.config_class.model_options():
-            kinds.setdefault(spec.name, spec.kind)
+            kinds.setdefault(spec.name, Worded(spec.kind, tuple(spec.words)) if spec.words else spec.kind)
     return kinds
 
 
@@ -83,6 +91,13 @@ def _convert(path: Path, key: str, value: Any, kind: Any) -> Any:
     def wrong(expected: str) -> InputError:
         return InputError(path, None, f"{key} = {json.dumps(value, default=str)}: expected {expected}")
 
+    if isinstance(kind, Worded):
+        if isinstance(value, str) and value.strip().lower() in kind.words:
+            return value  # the model's own check turns the word into its value
+        try:
+            return _convert(path, key, value, kind.base)
+        except InputError:
+            raise wrong(f"{'an integer' if kind.base is int else 'a number'} or {' or '.join(map(repr, kind.words))}") from None
     if typing.get_origin(kind) is list:
         items = value if isinstance(value, list) else [value]
         return [_convert(path, key, item, typing.get_args(kind)[0]) for item in items]

@@ -29,7 +29,7 @@ start at the zero-shot ranking (the MLP's last layer starts at zero).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +40,7 @@ from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import matrank_loss
-from rankkit.models.outputs import MatrixOutput, PreferenceOutput, RankingOutput
+from rankkit.models.outputs import MatrixOutput, PreferenceMatrix, PreferenceOutput, RankingOutput
 
 #: Elements of one ``[G, block, M, hidden]`` activation tensor while building S (64 MiB in float32;
 #: at depth 1000 and hidden 384 that is 43 rows per block, about 200 MB peak: small blocks are
@@ -206,6 +206,14 @@ class MatRank(CandidateListModel):
         """The matrix and its aggregates for one query's candidates ``h [M, d]`` (batch of 1)."""
         mask = torch.ones((1, h.shape[0]), dtype=torch.bool, device=h.device)
         return self.matrix(h[None], None if skip is None else skip[None], mask)
+
+    def preference_matrix(self, query: str, texts: Sequence[str]) -> PreferenceMatrix:
+        """S (Eq. 3) over one query's candidate texts, with beta, omega and the vote (Fig. 2)."""
+        feats = self.pairs.features([query] * len(texts), list(texts))
+        h, skip = self.pairs({k: v.to(self.device) for k, v in feats.items()})
+        out = self.explain(h, skip)
+        return PreferenceMatrix(out.S[0], [(i, 0) for i in range(len(texts))], out.log_beta[0], out.log_omega[0],
+                                self.vote(out))
 
 
 class MatRankRow(MatRank):

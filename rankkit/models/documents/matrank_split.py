@@ -41,9 +41,9 @@ from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.matrank import borda_vote, masked_log_softmax, split_mlp_matrix, vote_scores
 from rankkit.models.documents.base import DocumentConfig, DocumentModel
 from rankkit.models.documents.passage_score import masked_max
-from rankkit.models.documents.splitting import split_pieces
+from rankkit.models.documents.splitting import passage_slots, passage_tensor, split_pieces
 from rankkit.models.inputs import GroupBatch
-from rankkit.models.outputs import MatrixOutput, PreferenceOutput, RankingOutput
+from rankkit.models.outputs import MatrixOutput, PreferenceMatrix, PreferenceOutput, RankingOutput
 
 
 def piece_matrix(raw: torch.Tensor, pmask: torch.Tensor) -> MatrixOutput:
@@ -176,3 +176,17 @@ class MatRankSplit(DocumentModel):
         """The piece matrix and its aggregates for one query's documents ``p [M, K, dim]``."""
         dmask = torch.ones((1, p.shape[0]), dtype=torch.bool, device=p.device)
         return self.matrix(p[None], pmask[None], dmask)
+
+    def preference_matrix(self, query: str, texts: Sequence[str]) -> PreferenceMatrix:
+        """S^ (Eq. 9) over the real pieces of one query's documents, in document then piece order,
+        with the documents' beta^, omega^ and vote (the paper's Fig. 4)."""
+        documents = self.split_documents(list(texts), None)
+        pieces = [piece for doc in documents for piece in doc]
+        vectors = self.pairs.encode([query] * len(pieces), pieces)
+        slots = passage_slots(documents)
+        p, pmask = passage_tensor(vectors, slots, (len(documents), max(len(doc) for doc in documents)))
+        out = self.explain(p, pmask)
+        real = pmask.reshape(-1).nonzero().squeeze(1)  # flat (document, piece) positions, in slot order
+        S = out.S[0][real][:, real]
+        return PreferenceMatrix(S, [(int(d), int(k)) for d, k in slots.tolist()], out.log_beta[0], out.log_omega[0],
+                                borda_vote(out.log_beta[0], out.log_omega[0]))

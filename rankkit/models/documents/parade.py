@@ -18,7 +18,9 @@ softmax, zeros for sums, key padding for the transformer).
 * ``parade-transformer`` (Eqs. 5-7): ``(emb_[CLS], p_1, ..., p_n)`` plus learned position
   embeddings (as in the authors' implementation, so passage order is visible; one per passage up to
   ``--position-passages``, default the training ``--max-passages``: declare more to score more
-  passages at inference than were trained on, PARADE Table 10) through 2 randomly
+  passages at inference than were trained on, PARADE Table 10; those extra positions stay at their
+  random initialisation; ``--position-passages none``: no position embeddings, the aggregator sees an
+  unordered set of passages and any inference passage count uses trained weights only) through 2 randomly
   initialised post-LayerNorm transformer encoder layers with the backbone's width, heads,
   feed-forward size and dropout (ReLU FFN, Eqs. 5-6); ``d`` is the output at ``emb_[CLS]``.
   ``emb_[CLS]`` starts as the backbone's [CLS] token embedding and is trained.
@@ -176,16 +178,18 @@ class ParadeTransformerConfig(PassageWindowConfig):
     """PARADE-Transformer's settings: the windows plus the size of the passage position table."""
 
     position_passages: int | None = option(
-        None, minimum=1, paper="PARADE Table 10 (train on 8, evaluate on 16/32/64 passages)",
+        None, minimum=0, words={"none": 0}, paper="PARADE Table 10 (train on 8, evaluate on 16/32/64 passages)",
         help="passage positions learned (the most passages rerank --max-passages can score) [default: "
-             "--max-passages]; positions past those seen in training keep their random initialisation")
+             "--max-passages]; positions past those seen in training keep their random initialisation. "
+             "none (or 0): no passage positions at all, the passages are an unordered set and rerank may score "
+             "any number of them with trained weights only")
 
     def resolve(self) -> None:
         if self.position_passages is None:
             self.position_passages = self.max_passages
-        if self.position_passages < self.max_passages:
+        if 0 < self.position_passages < self.max_passages:
             raise RankkitError(f"--position-passages {self.position_passages} is below --max-passages "
-                               f"{self.max_passages}: every trained passage needs a position")
+                               f"{self.max_passages}: every trained passage needs a position (or none: no positions)")
 
 
 class ParadeTransformer(Parade, ActivationCheckpointing):
@@ -201,9 +205,10 @@ class ParadeTransformer(Parade, ActivationCheckpointing):
         #: ``emb_[CLS]``: BERT's [CLS] token embedding, trained from there.
         self.cls_embedding = nn.Parameter(embeddings.weight[cls_id].detach().clone())
         #: Learned passage positions (0 = [CLS]), N(0, 0.02) like BERT's; checkpoints written before
-        #: --position-passages existed record none and have one per trained passage.
-        count = self.config.position_passages or self.config.max_passages
-        self.positions = nn.Parameter(torch.randn(int(count) + 1, dim) * 0.02)
+        #: --position-passages existed record none and have one per trained passage. ``--position-passages
+        #: none`` (0): no table, so nothing tells the passages' order and no position is ever untrained.
+        count = self.config.max_passages if self.config.position_passages is None else self.config.position_passages
+        self.positions = nn.Parameter(torch.randn(int(count) + 1, dim) * 0.02) if count else None
         layer = nn.TransformerEncoderLayer(
             d_model=dim, nhead=int(config.num_attention_heads), dim_feedforward=int(config.intermediate_size),
             dropout=float(getattr(config, "hidden_dropout_prob", 0.1)), activation="relu", batch_first=True,
@@ -213,7 +218,11 @@ class ParadeTransformer(Parade, ActivationCheckpointing):
         self.aggregator = nn.TransformerEncoder(layer, TRANSFORMER_LAYERS, enable_nested_tensor=False)
 
     def set_max_passages(self, max_passages: int) -> None:
-        """At most the position table's size: there is one learned position per passage slot."""
+        """At most the position table's size: there is one learned position per passage slot (any
+        number without positions)."""
+        if self.positions is None:
+            super().set_max_passages(max_passages)
+            return
         trained = int(self.positions.shape[0]) - 1
         if max_passages > trained:
             raise RankkitError(f"--max-passages {max_passages} exceeds the {trained} passage positions "
@@ -223,7 +232,9 @@ class ParadeTransformer(Parade, ActivationCheckpointing):
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         n = p.shape[1]
         cls = self.cls_embedding.expand(p.shape[0], 1, -1)
-        x = torch.cat([cls, p.masked_fill(~mask[..., None], 0.0)], dim=1) + self.positions[: n + 1]
+        x = torch.cat([cls, p.masked_fill(~mask[..., None], 0.0)], dim=1)
+        if self.positions is not None:
+            x = x + self.positions[: n + 1]
         keep = torch.cat([mask.new_ones((p.shape[0], 1)), mask], dim=1)
         # Eqs. 5-6; d = output at [CLS]. Its 2 layers are one checkpointed block with --gradient-checkpointing.
         return self.run_block(self.aggregator, x, src_key_padding_mask=~keep)[:, 0]
