@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
+from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import GroupBatch, TextFeatures, length_order
@@ -310,7 +311,13 @@ class BiEncoder(RankingModel):
         if not flat:
             return [torch.empty(0, dtype=torch.float64) for _ in queries]
         q = self.encode(list(queries), is_query=True, batch_size=batch_size).double()
-        d = self.encode(flat, is_query=False, batch_size=batch_size).double()
+        encoded = [0]
+
+        def batch_done(n: int) -> None:  # the passages are the work a re-ranking progress bar counts
+            encoded[0] += n
+            report_work(encoded[0], len(flat))
+
+        d = self.encode(flat, is_query=False, batch_size=batch_size, on_batch=batch_done).double()
         out, start = [], 0
         for i, texts in enumerate(candidates):
             part = d[start:start + len(texts)]
