@@ -54,9 +54,12 @@ def train_command(
     precision: str = typer.Option("fp32", "--precision", help="fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only). Weights and checkpoints stay fp32."),
     workers: int = typer.Option(0, "--workers", help="Processes preparing batches ahead of the training thread (0: on it); same batches either way."),
     whole_lists: bool = typer.Option(False, "--whole-lists", help="Each group's whole candidate list in teacher order (up to --group-size), not 1 positive + sampled negatives; teacher scores from the groups (rankkit mine --teacher-list K). For ranknet/kl/hinge distillation (Set-Encoder §4.3)."),
+    report_to: list[str] = typer.Option([], "--report-to", help="Also send the loss and dev metrics to: tensorboard (event files in OUTPUT/tensorboard/; needs pip install tensorboard). OUTPUT/metrics.csv and OUTPUT/training.png are always written."),
     **model_options: Any,
 ) -> None:
-    """Train a model on training groups; writes a checkpoint folder with rankkit.json and train.log.
+    """Train a model on training groups; writes a checkpoint folder with rankkit.json, train.log (JSON lines),
+    metrics.csv (step, epoch, loss, lr, dev metrics, seconds) and training.png (loss and dev metrics against
+    the step, redrawn at each dev evaluation); compare runs with rankkit plot-training.
 
     Multi-process: torchrun --nproc_per_node N -m rankkit train ... (see docs/TRAINING.md).
     The model options below are generated from each model's declared settings:
