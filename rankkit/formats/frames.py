@@ -61,6 +61,12 @@ def import_pandas(what: str) -> Any:
     return pandas
 
 
+def _row(frame: Any, i: int) -> Any:
+    """The index label of row ``i`` as a plain Python value (``5``, not ``np.int64(5)``)."""
+    label = frame.index[i]
+    return label.item() if hasattr(label, "item") else label
+
+
 def _columns(frame: Any) -> str:
     return ", ".join(str(c) for c in frame.columns) or "none"
 
@@ -79,8 +85,7 @@ def _ids(frame: Any, column: str, what: str) -> list[str]:
     values = frame[column]
     missing = values.isna().to_numpy()
     if missing.any():
-        row = frame.index[int(missing.argmax())]
-        raise RankkitError(f"{what}: row {row!r} has no {column}")
+        raise RankkitError(f"{what}: row {_row(frame, int(missing.argmax()))!r} has no {column}")
     return [str(v) for v in values.tolist()]
 
 
@@ -96,7 +101,9 @@ def _numbers(frame: Any, column: str, what: str, *, integers: bool = False) -> l
     if bad.any():
         i = int(bad.argmax())
         need = "an integer" if integers else "a finite number"
-        raise RankkitError(f"{what}: row {frame.index[i]!r}: {column} {raw.iloc[i]!r} is not {need}")
+        value = raw.iloc[i]
+        value = value.item() if hasattr(value, "item") else value  # numpy's nan, not np.float64(nan)
+        raise RankkitError(f"{what}: row {_row(frame, i)!r}: {column} {value!r} is not {need}")
     return values.astype(np.int64).tolist() if integers else values.tolist()
 
 
@@ -107,7 +114,7 @@ def _pairs(frame: Any, what: str, keys: tuple[list[str], list[str]], values: lis
         if docs is None:
             docs = out[qid] = {}
         if docid in docs:
-            raise RankkitError(f"{what}: row {frame.index[i]!r}: document {docid!r} of query {qid!r} appears twice")
+            raise RankkitError(f"{what}: row {_row(frame, i)!r}: document {docid!r} of query {qid!r} appears twice")
         docs[docid] = value
     return out
 
@@ -146,10 +153,10 @@ def _texts(frame: Any, keys: tuple[str, ...], text: tuple[str, ...], what: str, 
     out: dict[str, str] = {}
     for i, (name, value) in enumerate(zip(ids, frame[column].tolist())):
         if not isinstance(value, str):
-            raise RankkitError(f"{what}: row {frame.index[i]!r}: {column} of {noun} {name!r} is not a string: {value!r}")
+            raise RankkitError(f"{what}: row {_row(frame, i)!r}: {column} of {noun} {name!r} is not a string: {value!r}")
         seen = out.setdefault(name, value)
         if seen != value:  # a results frame repeats each query's text on every row: only a conflict is wrong
-            raise RankkitError(f"{what}: row {frame.index[i]!r}: {noun} {name!r} has two different texts")
+            raise RankkitError(f"{what}: row {_row(frame, i)!r}: {noun} {name!r} has two different texts")
     return out
 
 
