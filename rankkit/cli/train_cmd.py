@@ -16,7 +16,7 @@ from rankkit.cli.model_options import PANEL, model_options_of, model_settings, t
 @model_options_of("train", train_options, PANEL)
 def train_command(
     ctx: typer.Context,
-    model: Optional[str] = typer.Option(None, "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model to train: {models} (rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
     train: list[Path] = typer.Option([], "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape) or MS MARCO triples (text, or qidpidtriples with --collection/--queries); repeatable. Required, here or in --config."),
     collection: Optional[Path] = typer.Option(None, "--collection", help="qidpidtriples --train files: passage texts (collection.tsv, any corpus, BEIR folder or irds:ID)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="qidpidtriples --train files: query texts (queries.train.tsv, any topics file or irds:ID)."),
