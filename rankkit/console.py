@@ -131,6 +131,7 @@ class HeartbeatProgress(Progress):
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self._beats = 0
+        self._last: list[str] = []  # the lines of the last beat (the final one is not printed twice)
         self._starts: dict[TaskID, float] = {}
 
     def add_task(self, description: str, start: bool = True, total: float | None = 100.0, completed: int = 0,
@@ -146,9 +147,11 @@ class HeartbeatProgress(Progress):
 
     def beat(self) -> None:
         """Print the heartbeat lines now (the heartbeat thread calls this every ``interval`` seconds)."""
-        for line in self.heartbeat_lines():
+        lines = self.heartbeat_lines()
+        for line in lines:
             err_console.print(line, highlight=False, markup=False)
         self._beats += 1
+        self._last = lines
 
     def _run(self) -> None:
         while not self._halt.wait(self.interval):
@@ -166,9 +169,9 @@ class HeartbeatProgress(Progress):
             self._halt.set()
             self._thread.join()
             self._thread = None
-        if self._beats:
+        if self._beats and self.heartbeat_lines() != self._last:
             self.beat()  # where it ended, with the true overall rate: the log's last word on this step
-            self._beats = 0
+        self._beats = 0
         super().stop()
 
 

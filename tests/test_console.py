@@ -73,6 +73,20 @@ def test_a_30_second_job_off_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys:
     assert lines[-1] == "re-ranking: 4,300/4,300 pairs (100.0%), 43/43 q, 143 pairs/s, elapsed 0:00:30", lines[-1]
 
 
+def test_the_final_line_is_not_repeated(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A heartbeat that lands after the work ended already says where it ended: stop() adds no copy of it."""
+    monkeypatch.setenv("RANKKIT_HEARTBEAT", "0")
+    now = [0.0]
+    with progress_bar("ex", get_time=lambda: now[0]) as bar:
+        task = bar.add_task("training", total=4)
+        now[0] = 2.0
+        bar.update(task, completed=4)
+        now[0] = 5.0
+        bar.beat()  # e.g. during the last dev evaluation
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["training: 4/4 ex (100.0%), 2.00 ex/s, elapsed 0:00:02"]
+
+
 def test_rerank_counts_move_within_a_chunk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A re-ranking chunk reports the model's batches (rankkit.console.report_work): pairs move batch by batch."""
     from rankkit import reranking
