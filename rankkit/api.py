@@ -317,11 +317,13 @@ def evaluate(run: RunLike, qrels: QrelsLike, measures: Measures = None, *, per_q
     tests and a table, see :func:`experiment`.
     """
     from rankkit.evaluation.evaluate import evaluate as evaluate_runs
+    from rankkit.evaluation.evaluate import warn_left_out
 
     scores_in, run_frame_given = _run(run)
     judged, qrels_frame_given = _qrels(qrels)
     result = evaluate_runs({"run": scores_in}, judged, _measures(measures), complete=complete, max_docs=max_docs,
                            rel_level=rel_level)
+    warn_left_out(result)  # as rankkit eval: queries the averages leave out are said, on stderr
     scores = result.runs["run"]
     if not per_query:
         return {label: float(scores.aggregates[label]) for label in result.labels}
@@ -385,6 +387,7 @@ def experiment(runs: Sequence[RunLike] | Mapping[str, RunLike], qrels: QrelsLike
     PyTerrier's ``perquery``; ``as_frame=False`` returns the JSON structure itself (no pandas needed).
     """
     from rankkit.evaluation.evaluate import evaluate as evaluate_runs
+    from rankkit.evaluation.evaluate import warn_left_out
     from rankkit.evaluation.measures import parse_measures
     from rankkit.evaluation.report import to_json
 
@@ -400,6 +403,7 @@ def experiment(runs: Sequence[RunLike] | Mapping[str, RunLike], qrels: QrelsLike
     named = _named_runs(runs, names)
     judged, _ = _qrels(qrels)
     result = evaluate_runs(named, judged, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
+    warn_left_out(result)  # as rankkit eval: queries the averages leave out are said, on stderr
     significance = None
     if baseline is not None:
         from rankkit.evaluation.significance import compare
