@@ -31,8 +31,8 @@ from rich.progress import (
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 err_console = Console(stderr=True, soft_wrap=True)
@@ -48,18 +48,49 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
 
+#: The task field holding how much was done when the task was added (a resumed training run).
+START_FIELD = "rankkit_start"
+
+
+def work_rate(task: Task) -> float | None:
+    """Items per second of the work done since the task started (``completed`` less what it started
+    with) over its elapsed time, up to its finish; None until some work is done. Not rich's sliding
+    window, which forgets a rate during one long step between updates."""
+    elapsed = task.finished_time if task.finished_time is not None else task.elapsed
+    work = task.completed - float(task.fields.get(START_FIELD, 0.0))
+    return work / elapsed if elapsed and work > 0 else None
+
+
+def remaining_seconds(task: Task) -> float | None:
+    """Seconds left at :func:`work_rate`; None when unknown (no total, nothing done yet)."""
+    rate = work_rate(task)
+    if task.total is None or not rate:
+        return None
+    return max(task.total - task.completed, 0) / rate
+
+
 class RateColumn(ProgressColumn):
-    """Items per second, e.g. ``1,234.5 q/s``."""
+    """Items per second from the work done (:func:`work_rate`), e.g. ``1,234 q/s``."""
 
     def __init__(self, unit: str = "it") -> None:
         super().__init__()
         self.unit = unit
 
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        if speed is None:
-            return Text(f"? {self.unit}/s", style="progress.data.speed")
-        return Text(f"{speed:,.1f} {self.unit}/s", style="progress.data.speed")
+        rate = work_rate(task)
+        return Text(f"{'?' if rate is None else format_rate(rate)} {self.unit}/s", style="progress.data.speed")
+
+
+class EtaColumn(ProgressColumn):
+    """``ETA H:MM:SS`` at the rate of the work done (:func:`remaining_seconds`); nothing once finished."""
+
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True, min_width=11))
+
+    def render(self, task: Task) -> Text:
+        if task.finished:
+            return Text("")
+        return Text(f"ETA {_clock(remaining_seconds(task))}", style="progress.remaining")
 
 
 HEARTBEAT_ENV = "RANKKIT_HEARTBEAT"
@@ -89,13 +120,13 @@ def format_rate(rate: float) -> str:
     return f"{rate:.1f}" if rate >= 10 else f"{rate:.2f}"
 
 
-def heartbeat_line(task: Task, unit: str, start: float = 0.0) -> str:
+def heartbeat_line(task: Task, unit: str) -> str:
     """``description: done/total unit (pct)[, detail], rate unit/s, elapsed H:MM:SS, ETA H:MM:SS`` of one task.
 
-    The rate is the work done since the task started (``completed - start``; ``start`` is what a
-    resumed task began with) over its elapsed time, and the ETA the remaining work at that rate: both
-    from the work done, not from a sliding window, so a long step between updates cannot blank them.
-    Until some work is done there is neither. A finished task's line gives its true overall rate.
+    The rate is the work done since the task started over its elapsed time (:func:`work_rate`), and
+    the ETA the remaining work at that rate: both from the work done, not from a sliding window, so
+    a long step between updates cannot blank them. Until some work is done there is neither. A
+    finished task's line gives its true overall rate.
     """
     done = f"{task.completed:,.0f}"
     if task.total is not None:
@@ -106,14 +137,12 @@ def heartbeat_line(task: Task, unit: str, start: float = 0.0) -> str:
     detail = task.fields.get("detail")
     if detail:
         parts.append(str(detail))
-    elapsed = task.finished_time if task.finished_time is not None else task.elapsed
-    work = task.completed - start
-    rate = work / elapsed if elapsed and work > 0 else None
+    rate = work_rate(task)
     if rate is not None:
         parts.append(f"{format_rate(rate)} {unit}/s")
-    parts.append(f"elapsed {_clock(elapsed)}")
+    parts.append(f"elapsed {_clock(task.finished_time if task.finished_time is not None else task.elapsed)}")
     if task.total is not None and not task.finished:
-        parts.append(f"ETA {_clock(max(task.total - task.completed, 0) / rate) if rate else '?'}")
+        parts.append(f"ETA {_clock(remaining_seconds(task))}")
     return ", ".join(parts)
 
 
@@ -132,18 +161,16 @@ class HeartbeatProgress(Progress):
         self._thread: threading.Thread | None = None
         self._beats = 0
         self._last: list[str] = []  # the lines of the last beat (the final one is not printed twice)
-        self._starts: dict[TaskID, float] = {}
 
     def add_task(self, description: str, start: bool = True, total: float | None = 100.0, completed: int = 0,
                  visible: bool = True, **fields: Any) -> TaskID:
-        task = super().add_task(description, start=start, total=total, completed=completed, visible=visible, **fields)
-        self._starts[task] = float(completed)  # a resumed task's rate counts only the work done now
-        return task
+        # A resumed task's rate counts only the work done now.
+        return super().add_task(description, start=start, total=total, completed=completed, visible=visible,
+                                **{START_FIELD: float(completed), **fields})
 
     def heartbeat_lines(self) -> list[str]:
         """The heartbeat line of every visible, started task."""
-        return [heartbeat_line(task, self.unit, self._starts.get(task.id, 0.0))
-                for task in self.tasks if task.visible and task.started]
+        return [heartbeat_line(task, self.unit) for task in self.tasks if task.visible and task.started]
 
     def beat(self) -> None:
         """Print the heartbeat lines now (the heartbeat thread calls this every ``interval`` seconds)."""
@@ -217,8 +244,7 @@ def progress_bar(unit: str = "it", *, transient: bool = False,
         TaskProgressColumn(),
         RateColumn(unit),
         TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        EtaColumn(),
         console=err_console,
         transient=transient,
         disable=not terminal,

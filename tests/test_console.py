@@ -87,6 +87,23 @@ def test_the_final_line_is_not_repeated(monkeypatch: pytest.MonkeyPatch, capsys:
     assert lines == ["training: 4/4 ex (100.0%), 2.00 ex/s, elapsed 0:00:02"]
 
 
+def test_terminal_columns_rate_the_work_done() -> None:
+    """On a terminal the bar's rate and ETA come from the work done too (not rich's sliding window)."""
+    from rankkit.console import EtaColumn, HeartbeatProgress, RateColumn
+
+    now = [0.0]
+    bar = HeartbeatProgress(disable=True, get_time=lambda: now[0])
+    task = bar.add_task("training", total=1000, completed=200)  # resumed at 200
+    rate, eta = RateColumn("ex"), EtaColumn()
+    assert (rate.render(bar.tasks[0]).plain, eta.render(bar.tasks[0]).plain) == ("? ex/s", "ETA ?")
+    now[0] = 40.0
+    bar.update(task, completed=400)  # one long step: 200 examples in 40 s
+    assert (rate.render(bar.tasks[0]).plain, eta.render(bar.tasks[0]).plain) == ("5.00 ex/s", "ETA 0:02:00")
+    now[0] = 100.0
+    bar.update(task, completed=1000)
+    assert (rate.render(bar.tasks[0]).plain, eta.render(bar.tasks[0]).plain) == ("8.00 ex/s", "")
+
+
 def test_rerank_counts_move_within_a_chunk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A re-ranking chunk reports the model's batches (rankkit.console.report_work): pairs move batch by batch."""
     from rankkit import reranking
