@@ -391,16 +391,12 @@ def experiment(runs: Sequence[RunLike] | Mapping[str, RunLike], qrels: QrelsLike
     from rankkit.evaluation.measures import parse_measures
     from rankkit.evaluation.report import to_json
 
-    for name, value in (("permutations", permutations),):
-        _count(value, name)
+    _count(permutations, "permutations")
     _count(seed, "seed", minimum=0)
     if as_frame:
         _pandas("rankkit.experiment (as_frame=False returns plain dicts)")
     specs = parse_measures(_measures(measures), rel_level=rel_level)
-    if isinstance(baseline, (str, os.PathLike)) and isinstance(runs, Sequence) and not isinstance(runs, str) \
-            and names is None and str(baseline) not in [str(r) for r in runs if _is_path(r)] and Path(baseline).is_file():
-        runs = [baseline, *runs]  # as rankkit eval -b FILE: a baseline file not among the runs is added
-    named = _named_runs(runs, names)
+    named = _named_runs(_with_baseline_file(runs, baseline, names), names)
     judged, _ = _qrels(qrels)
     result = evaluate_runs(named, judged, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
     warn_left_out(result)  # as rankkit eval: queries the averages leave out are said, on stderr
@@ -436,6 +432,17 @@ def experiment(runs: Sequence[RunLike] | Mapping[str, RunLike], qrels: QrelsLike
         elif column != "name" and frame[column].dtype == object:
             frame[column] = frame[column].astype(float)  # a measure without any value (all None)
     return frame
+
+
+def _with_baseline_file(runs: object, baseline: object, names: Sequence[str] | None) -> object:
+    """As ``rankkit eval -b FILE``: a baseline file that is not among the (unnamed) runs is added to them, first."""
+    if names is not None or isinstance(runs, Mapping) or not isinstance(baseline, (str, os.PathLike)) \
+            or not Path(baseline).is_file():
+        return runs
+    listed = [runs] if _is_path(runs) or is_frame(runs) else list(runs) if isinstance(runs, Sequence) else None
+    if listed is None or str(baseline) in [str(r) for r in listed if _is_path(r)]:
+        return runs
+    return [baseline, *listed]
 
 
 def _baseline_name(baseline: int | str, names: list[str]) -> str:
