@@ -18,6 +18,29 @@ DL19_RUN = Path(__file__).parent / "data" / "dl19" / "BM25.trec_results_dl19.txt
 BEIR = Path(__file__).parent / "data" / "interop" / "beir-squad-dev"
 
 
+def recording_bar(on_add: Callable[[dict[str, Any]], None], on_update: Callable[[dict[str, Any]], None]) -> Any:
+    """A stand-in for ``progress_bar`` that hands each ``add_task``/``update`` call's keywords to the callbacks."""
+
+    class Recorder:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> "Recorder":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def add_task(self, *args: Any, **kwargs: Any) -> int:
+            on_add(kwargs)
+            return 0
+
+        def update(self, task: int, **kwargs: Any) -> None:
+            on_update(kwargs)
+
+    return Recorder
+
+
 def test_heartbeat_lines_off_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("RANKKIT_HEARTBEAT", "0.05")
     with progress_bar("q") as bar:
@@ -111,24 +134,8 @@ def test_rerank_counts_move_within_a_chunk(monkeypatch: pytest.MonkeyPatch, tmp_
     from rankkit.models.checkpoint import load_model
 
     updates: list[tuple[float | None, str | None]] = []
-
-    class Recorder:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> "Recorder":
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def add_task(self, *args: Any, **kwargs: Any) -> int:
-            updates.append((kwargs.get("total"), None))
-            return 0
-
-        def update(self, task: int, completed: float | None = None, detail: str | None = None, **kwargs: Any) -> None:
-            updates.append((completed, detail))
-
+    Recorder = recording_bar(lambda kwargs: updates.append((kwargs.get("total"), None)),
+                             lambda kwargs: updates.append((kwargs.get("completed"), kwargs.get("detail"))))
     monkeypatch.setattr(reranking, "progress_bar", Recorder)
     corpus = write_corpus(tmp_path / "corpus.jsonl")
     docids = [f"d{i}_{j}" for i in range(3) for j in range(3)]
@@ -184,22 +191,7 @@ def test_bi_encoder_reports_each_batch(tmp_path: Path, monkeypatch: pytest.Monke
 
     advances: list[float] = []
 
-    class Recorder:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> "Recorder":
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def add_task(self, *args: Any, **kwargs: Any) -> int:
-            return 0
-
-        def update(self, task: int, advance: float = 0, **kwargs: Any) -> None:
-            advances.append(advance)
-
+    Recorder = recording_bar(lambda kwargs: None, lambda kwargs: advances.append(kwargs.get("advance", 0)))
     monkeypatch.setattr(encode_module, "progress_bar", Recorder)
     corpus = write_corpus(tmp_path / "corpus.jsonl")  # 36 documents
     encode_module.encode_corpus(model, corpus, tmp_path / "index", manifest={"model": "repbert"}, batch_size=8)

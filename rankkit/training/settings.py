@@ -10,8 +10,6 @@ and a command-line run with the same settings train the same model.
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 import typing
 from pathlib import Path
 from typing import Any, Mapping
@@ -54,43 +52,15 @@ def defaults() -> dict[str, Any]:
 
 def _convert(key: str, value: Any, hint: Any) -> Any:
     """A Python value checked against (and converted to) the annotation of setting ``key``."""
-    optional = type(None) in typing.get_args(hint)
-    kind = recipes.kind_of(hint)
     if value is None:
-        if optional or key in ("model", "output"):
+        if type(None) in typing.get_args(hint) or key in ("model", "output"):
             return None
         raise RankkitError(f"train(): {key} needs a value, got None")
 
     def wrong(expected: str) -> RankkitError:
         return RankkitError(f"train(): {key} must be {expected}, got {value!r}")
 
-    if typing.get_origin(kind) is list:
-        item = typing.get_args(kind)[0]
-        items = [value] if isinstance(value, (str, os.PathLike)) else value
-        if not isinstance(items, (list, tuple)):
-            raise wrong("a list" if item is str else "a path or a list of paths")
-        return [_convert(key, v, item) for v in items]
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise wrong("True or False")
-        return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise wrong("an integer")
-        return value
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise wrong("a finite number")
-        return float(value)
-    if kind is Path:
-        if not isinstance(value, (str, os.PathLike)) or not str(value):
-            raise wrong("a path")
-        return Path(value)
-    if kind is str:
-        if not isinstance(value, str):
-            raise wrong("a string")
-        return value
-    raise wrong(getattr(kind, "__name__", str(kind)))
+    return recipes.convert_setting(value, recipes.kind_of(hint), wrong)
 
 
 def api_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], set[str], dict[str, Any]]:
