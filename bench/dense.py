@@ -59,7 +59,7 @@ def step(steps: Steps, args: list[Any], record: dict[str, Any], name: str, done:
 
 def scores(qrels: Path, run: Path, measures: list[str]) -> dict[str, float]:
     """``rankkit eval``'s aggregates of one run, rounded to 4 digits."""
-    result = evaluate_files(qrels, [run], measures)
+    result = evaluate_files([run], qrels, measures)
     return {m: round(v, 4) for m, v in next(iter(result.runs.values())).aggregates.items()}
 
 

@@ -63,23 +63,28 @@ def main() -> None:
 
     ranx_rrf()  # numba compiles on the first call: keep that out of the timing
 
-    def agreement(paths: list[Path]) -> tuple[int, int, float]:
-        """(queries with identical rankings, queries, largest score difference) of rankkit vs ranx RRF."""
+    def agreement(paths: list[Path]) -> tuple[int, int, float, int, int | None]:
+        """(queries with identical rankings, queries, largest score difference, queries whose top 10 differ,
+        the highest rank at which any query differs) of rankkit vs ranx RRF."""
         ours = fuse([read_run(p) for p in paths], "rrf", rrf_k=60)
         theirs = ranx.fuse(runs=[ranx.Run.from_file(str(p), kind="trec") for p in paths], method="rrf",
                            params={"k": 60}).to_dict()
         ours_rank, theirs_rank = ranking_of(ours), ranking_of({q: dict(d) for q, d in theirs.items()})
         identical = sum(ours_rank[q] == theirs_rank.get(q) for q in ours_rank)
         diff = max(abs(ours[q][d] - theirs[q].get(d, float("inf"))) for q in ours for d in ours[q])
-        return identical, len(ours_rank), diff
+        top10 = sum(ours_rank[q][:10] != theirs_rank.get(q, [])[:10] for q in ours_rank)
+        first = [next(i for i, (a, b) in enumerate(zip(ours_rank[q], theirs_rank[q]), start=1) if a != b)
+                 for q in ours_rank if ours_rank[q] != theirs_rank.get(q) and q in theirs_rank
+                 and any(a != b for a, b in zip(ours_rank[q], theirs_rank[q]))]
+        return identical, len(ours_rank), diff, top10, min(first) if first else None
 
     def tied_queries(path: Path) -> int:
         return sum(len(set(docs.values())) < len(docs) for docs in read_run(path).values())
 
     ties = {name: tied_queries(p) for name, p in zip(SYSTEMS, run_paths)}
     tie_free = [p for name, p in zip(SYSTEMS, run_paths) if ties[name] == 0]
-    identical, n_queries, max_score_diff = agreement(run_paths)
-    identical_tf, n_queries_tf, max_score_diff_tf = agreement(tie_free)
+    identical, n_queries, max_score_diff, top10_differ, first_rank = agreement(run_paths)
+    identical_tf, n_queries_tf, max_score_diff_tf, _, _ = agreement(tie_free)
     t_ours = median_seconds(rankkit_rrf, args.repeats)
     t_ranx = median_seconds(ranx_rrf, args.repeats)
 
@@ -125,7 +130,8 @@ def main() -> None:
         (f"RRF of the {len(tie_free)} runs without tied scores ({', '.join(p.name for p in tie_free)}): "
         f"rankings identical to ranx on {identical_tf}/{n_queries_tf} queries, largest score difference "
         f"{max_score_diff_tf:.2e}. Of all five runs: {identical}/{n_queries} queries identical, largest score "
-        f"difference {max_score_diff:.2e}; queries with tied scores per run: "
+        f"difference {max_score_diff:.2e}; top 10 different on {top10_differ}/{n_queries} queries, first "
+        f"difference at rank {first_rank}; queries with tied scores per run: "
         f"{', '.join(f'{k} {v}' for k, v in ties.items())}. A tie has no defined rank: rankkit ranks ties "
         "the trec_eval way (docid descending), ranx in whatever order its sort leaves them, so the two "
         "differ exactly where some input has ties. "

@@ -132,7 +132,7 @@ def ndcg10(qids: Sequence[str], docids: Sequence[Sequence[str]], scores: Sequenc
     from rankkit.formats import read_qrels
 
     run = {q: {d: float(s) for d, s in zip(ds, ss)} for q, ds, ss in zip(qids, docids, scores)}
-    result = evaluate(read_qrels(DL19 / "qrels.dl19-passage.txt"), {"run": run}, ["nDCG@10"])
+    result = evaluate({"run": run}, read_qrels(DL19 / "qrels.dl19-passage.txt"), ["nDCG@10"])
     return float(result.runs["run"].aggregates["nDCG@10"])
 
 

@@ -4,17 +4,21 @@ On a terminal a progress bar redraws in place. Off a terminal (a log file, CI, `
 a redrawn bar is noise, so the bar is off and a heartbeat line is printed instead every
 ``$RANKKIT_HEARTBEAT`` seconds (default 5; ``0`` turns it off)::
 
-    re-ranking: 1,234/6,980 q (17.7%), 41.2 q/s, elapsed 0:00:30, ETA 0:02:19
+    re-ranking: 1,234/6,980 pair (17.7%), 12/70 q, 41.1 pair/s, elapsed 0:00:30, ETA 0:02:19
 
-so that a long job in a log says what it is doing and when it will end.
+so that a long job in a log says what it is doing and when it will end: the count moves (long
+inner loops report their batches through :func:`report_work`), the rate and the ETA come from the
+work done so far, and the last line gives the true overall rate.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import (
@@ -23,11 +27,12 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 err_console = Console(stderr=True, soft_wrap=True)
@@ -43,18 +48,49 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
 
+#: The task field holding how much was done when the task was added (a resumed training run).
+START_FIELD = "rankkit_start"
+
+
+def work_rate(task: Task) -> float | None:
+    """Items per second of the work done since the task started (``completed`` less what it started
+    with) over its elapsed time, up to its finish; None until some work is done. Not rich's sliding
+    window, which forgets a rate during one long step between updates."""
+    elapsed = task.finished_time if task.finished_time is not None else task.elapsed
+    work = task.completed - float(task.fields.get(START_FIELD, 0.0))
+    return work / elapsed if elapsed and work > 0 else None
+
+
+def remaining_seconds(task: Task) -> float | None:
+    """Seconds left at :func:`work_rate`; None when unknown (no total, nothing done yet)."""
+    rate = work_rate(task)
+    if task.total is None or not rate:
+        return None
+    return max(task.total - task.completed, 0) / rate
+
+
 class RateColumn(ProgressColumn):
-    """Items per second, e.g. ``1,234.5 q/s``."""
+    """Items per second from the work done (:func:`work_rate`), e.g. ``1,234 q/s``."""
 
     def __init__(self, unit: str = "it") -> None:
         super().__init__()
         self.unit = unit
 
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        if speed is None:
-            return Text(f"? {self.unit}/s", style="progress.data.speed")
-        return Text(f"{speed:,.1f} {self.unit}/s", style="progress.data.speed")
+        rate = work_rate(task)
+        return Text(f"{'?' if rate is None else format_rate(rate)} {self.unit}/s", style="progress.data.speed")
+
+
+class EtaColumn(ProgressColumn):
+    """``ETA H:MM:SS`` at the rate of the work done (:func:`remaining_seconds`); nothing once finished."""
+
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True, min_width=11))
+
+    def render(self, task: Task) -> Text:
+        if task.finished:
+            return Text("")
+        return Text(f"ETA {_clock(remaining_seconds(task))}", style="progress.remaining")
 
 
 HEARTBEAT_ENV = "RANKKIT_HEARTBEAT"
@@ -77,25 +113,44 @@ def _clock(seconds: float | None) -> str:
     return "?" if seconds is None else str(timedelta(seconds=int(seconds)))
 
 
+def format_rate(rate: float) -> str:
+    """Items per second with three significant digits or more: ``1,234``, ``41.2``, ``0.56``."""
+    if rate >= 100:
+        return f"{rate:,.0f}"
+    return f"{rate:.1f}" if rate >= 10 else f"{rate:.2f}"
+
+
 def heartbeat_line(task: Task, unit: str) -> str:
-    """``description: done/total unit (pct), rate unit/s, elapsed H:MM:SS, ETA H:MM:SS`` of one task."""
+    """``description: done/total unit (pct)[, detail], rate unit/s, elapsed H:MM:SS, ETA H:MM:SS`` of one task.
+
+    The rate is the work done since the task started over its elapsed time (:func:`work_rate`), and
+    the ETA the remaining work at that rate: both from the work done, not from a sliding window, so
+    a long step between updates cannot blank them. Until some work is done there is neither. A
+    finished task's line gives its true overall rate.
+    """
     done = f"{task.completed:,.0f}"
     if task.total is not None:
         done += f"/{task.total:,.0f} {unit} ({task.percentage:.1f}%)"
     else:
         done += f" {unit}"
-    speed = task.finished_speed or task.speed
-    rate = f"{speed:,.1f} {unit}/s" if speed else f"? {unit}/s"
-    line = f"{task.description}: {done}, {rate}, elapsed {_clock(task.elapsed)}"
+    parts = [f"{task.description}: {done}"]
+    detail = task.fields.get("detail")
+    if detail:
+        parts.append(str(detail))
+    rate = work_rate(task)
+    if rate is not None:
+        parts.append(f"{format_rate(rate)} {unit}/s")
+    parts.append(f"elapsed {_clock(task.finished_time if task.finished_time is not None else task.elapsed)}")
     if task.total is not None and not task.finished:
-        line += f", ETA {_clock(task.time_remaining)}"
-    return line
+        parts.append(f"ETA {_clock(remaining_seconds(task))}")
+    return ", ".join(parts)
 
 
 class HeartbeatProgress(Progress):
     """A rich :class:`Progress` that, when its display is off, prints :func:`heartbeat_line` every ``interval`` s.
 
-    A final line per task is printed when the bar stops, if any heartbeat was printed.
+    A final line per task is printed when the bar stops, if any heartbeat was printed. A task's
+    ``detail`` field (``bar.update(task, detail="12/43 q")``) is shown after its count.
     """
 
     def __init__(self, *columns: Any, unit: str = "it", interval: float = 0.0, **kwargs: Any) -> None:
@@ -105,16 +160,29 @@ class HeartbeatProgress(Progress):
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self._beats = 0
+        self._last: list[str] = []  # the lines of the last beat (the final one is not printed twice)
 
-    def _beat(self) -> None:
-        for task in self.tasks:
-            if task.visible and task.started:
-                err_console.print(heartbeat_line(task, self.unit), highlight=False, markup=False)
+    def add_task(self, description: str, start: bool = True, total: float | None = 100.0, completed: int = 0,
+                 visible: bool = True, **fields: Any) -> TaskID:
+        # A resumed task's rate counts only the work done now.
+        return super().add_task(description, start=start, total=total, completed=completed, visible=visible,
+                                **{START_FIELD: float(completed), **fields})
+
+    def heartbeat_lines(self) -> list[str]:
+        """The heartbeat line of every visible, started task."""
+        return [heartbeat_line(task, self.unit) for task in self.tasks if task.visible and task.started]
+
+    def beat(self) -> None:
+        """Print the heartbeat lines now (the heartbeat thread calls this every ``interval`` seconds)."""
+        lines = self.heartbeat_lines()
+        for line in lines:
+            err_console.print(line, highlight=False, markup=False)
         self._beats += 1
+        self._last = lines
 
     def _run(self) -> None:
         while not self._halt.wait(self.interval):
-            self._beat()
+            self.beat()
 
     def start(self) -> None:
         super().start()
@@ -128,17 +196,45 @@ class HeartbeatProgress(Progress):
             self._halt.set()
             self._thread.join()
             self._thread = None
-            if self._beats:
-                self._beat()  # where it ended: the log's last word on this step
+        if self._beats and self.heartbeat_lines() != self._last:
+            self.beat()  # where it ended, with the true overall rate: the log's last word on this step
+        self._beats = 0
         super().stop()
 
 
-def progress_bar(unit: str = "it", *, transient: bool = False) -> Progress:
+#: The scoring loop's report of its own progress, when someone listens (:func:`work_reporter`).
+_work_listener: ContextVar[Callable[[int, int], None] | None] = ContextVar("rankkit_work_listener", default=None)
+
+
+def report_work(done: int, total: int) -> None:
+    """Called by a long inner loop (a model scoring its batches): ``done`` of ``total`` units of this call.
+
+    Costs a context-variable lookup when nobody listens; a listener (``rankkit rerank``'s progress)
+    turns the fraction into moving counts between its own, coarser updates.
+    """
+    listener = _work_listener.get()
+    if listener is not None:
+        listener(done, total)
+
+
+@contextmanager
+def work_reporter(listener: Callable[[int, int], None]) -> Iterator[None]:
+    """While inside, :func:`report_work` calls ``listener(done, total)`` (in this thread only)."""
+    token = _work_listener.set(listener)
+    try:
+        yield
+    finally:
+        _work_listener.reset(token)
+
+
+def progress_bar(unit: str = "it", *, transient: bool = False,
+                 get_time: Callable[[], float] | None = None) -> HeartbeatProgress:
     """A rich progress bar on stderr with count, items/s, elapsed time and ETA.
 
     Use as ``with progress_bar("q") as bar: task = bar.add_task("searching", total=n)``.
     When stderr is not a terminal (logs, CI, pipes) the bar is off (a redrawn bar is noise in a
-    file) and a heartbeat line is printed every :func:`heartbeat_seconds` instead.
+    file) and a heartbeat line is printed every :func:`heartbeat_seconds` instead. ``get_time`` is
+    the clock (tests pass a fake one).
     """
     terminal = err_console.is_terminal
     return HeartbeatProgress(
@@ -148,11 +244,11 @@ def progress_bar(unit: str = "it", *, transient: bool = False) -> Progress:
         TaskProgressColumn(),
         RateColumn(unit),
         TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        EtaColumn(),
         console=err_console,
         transient=transient,
         disable=not terminal,
         unit=unit,
         interval=0.0 if terminal else heartbeat_seconds(),
+        get_time=get_time,
     )

@@ -60,12 +60,15 @@ print(json.dumps({"changed": changed, "level": transformers.utils.logging.get_ve
 def test_import_rankkit_is_light_and_the_api_is_lazy() -> None:
     code = """
 import sys, rankkit
-heavy = sorted(m for m in ("torch", "transformers", "faiss", "pyserini", "rankkit.api", "ir_measures") if m in sys.modules)
-print(heavy)
+heavy = ("torch", "transformers", "faiss", "pyserini", "ir_measures", "pandas", "matplotlib", "tensorboard", "scipy")
+print(sorted(m for m in (*heavy, "rankkit.api") if m in sys.modules))
+# The API module, the DataFrame converters and the training curves import none of the optional packages either.
+import rankkit.api, rankkit.formats.frames, rankkit.training.curves
+print(sorted(m for m in ("pandas", "matplotlib", "tensorboard", "scipy") if m in sys.modules))
 """
     result = run_python(code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert result.stdout.split("\n")[:2] == ["[]", "[]"]
     assert set(rankkit.__all__) >= {"search", "dense_search", "rerank", "fuse", "evaluate", "__version__"}
     assert "rerank" in dir(rankkit)
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
@@ -131,19 +134,47 @@ def test_rerank_errors_are_one_line() -> None:
         rankkit.rerank("repbert", {"q1": {"d": 1.0}}, {"q1": "x"}, {})
 
 
-def readme_api_example() -> str:
+def readme_block(name: str) -> tuple[str, str]:
+    """The python code of README's ``<!-- NAME:start -->`` block and the output printed under it."""
     text = README.read_text(encoding="utf-8")
-    block = text.split("<!-- api-example:start -->")[1].split("<!-- api-example:end -->")[0]
-    return block.split("```python")[1].split("```")[0]
+    block, after = text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")
+    printed = after.split("```", 1)[1].split("```")[0].strip("\n")
+    return block.split("```python")[1].split("```")[0], printed
 
 
 def test_readme_api_example_runs() -> None:
-    result = run_python(readme_api_example())
+    code, printed = readme_block("api-example")
+    result = run_python(code)
     assert result.returncode == 0, result.stderr
-    lines = dict(line.split(" {", 1) for line in result.stdout.strip().splitlines())
+    out = result.stdout.strip().splitlines()
+    lines = dict(line.split(" {", 1) for line in out[:3])
     assert lines["first stage"] == "'RR@10': 0.3333333333333333, 'nDCG@10': 0.5}"
     assert lines["re-ranked"] == "'RR@10': 1.0, 'nDCG@10': 1.0}"
     assert lines["fused"].startswith("'RR@10': 0.5")
+    assert out[3].startswith("[{'corpus_id': 0, 'score': ")  # rank(): the passage that answers q1 first
+    assert [line.split(" {")[0] for line in out] == [line.split(" {")[0] for line in printed.splitlines()]
+
+
+def test_readme_notebook_example_runs() -> None:
+    """The DataFrame + experiment session of README.md prints what README.md says it prints."""
+    pytest.importorskip("pandas")
+    code, printed = readme_block("api-notebook")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert result.returncode == 0, result.stderr
+    # Re-ranking scores may differ in the last printed digit across CPUs: numbers compared to 1e-3.
+    got, want = result.stdout.strip().splitlines(), printed.splitlines()
+    assert len(got) == len(want), result.stdout
+    for a, b in zip(got, want):
+        assert a.split() == b.split() or [_number(x) for x in a.split()] == pytest.approx(
+            [_number(x) for x in b.split()], abs=1e-3), (a, b)
+
+
+def _number(token: str) -> Any:
+    try:
+        return float(token)
+    except ValueError:
+        return token
 
 
 def test_rankkit_rerank_is_the_api_call_and_reranking_the_subpackage() -> None:

@@ -78,7 +78,7 @@ def compare_file(expected: dict[str, dict[str, str]], qrels, run: Run, options: 
             unmatched.add(family)
             continue
         specs[name] = spec
-    result = evaluate(qrels, {"run": run}, list(specs.values()), **options)
+    result = evaluate({"run": run}, qrels, list(specs.values()), **options)
     scores = result.runs["run"]
     matched = 0
     for name, spec in specs.items():
@@ -215,6 +215,6 @@ def test_published_dl19_numbers() -> None:
     """BM25 nDCG@10 on DL19 is 0.5058 in Anserini's regressions (and in trec_eval's output here)."""
     qrels = read_qrels(DL19 / "qrels.dl19-passage.txt")
     run = read_run(DL19 / "BM25.trec_results_dl19.txt")
-    result = evaluate(qrels, {"bm25": run}, ["nDCG@10", "ndcg_cut.10"])
+    result = evaluate({"bm25": run}, qrels, ["nDCG@10", "ndcg_cut.10"])
     assert result.runs["bm25"].aggregates["nDCG@10"] == pytest.approx(0.5058, abs=5e-5)
     assert result.runs["bm25"].aggregates["ndcg_cut.10"] == result.runs["bm25"].aggregates["nDCG@10"]

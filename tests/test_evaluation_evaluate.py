@@ -27,7 +27,7 @@ AP_2 = 1 / 2
 
 
 def test_default_averages_over_queries_in_both() -> None:
-    result = evaluate(QRELS, {"run": RUN}, ["map", "recip_rank", "P.2", "num_q"])
+    result = evaluate({"run": RUN}, QRELS, ["map", "recip_rank", "P.2", "num_q"])
     scores = result.runs["run"]
     assert scores.qids == ["1", "2"]
     assert scores.left_out == ["9"]
@@ -43,7 +43,7 @@ def test_default_averages_over_queries_in_both() -> None:
 
 def test_complete_counts_missing_qrels_queries() -> None:
     measures = ["map", "num_q", "num_rel", "num_ret", "iprec_at_recall.0"]
-    result = evaluate(QRELS, {"run": RUN}, measures, complete=True)
+    result = evaluate({"run": RUN}, QRELS, measures, complete=True)
     scores = result.runs["run"]
     assert scores.qids == ["1", "2", "3"]
     assert scores.aggregates["map"] == pytest.approx((AP_1 + AP_2 + 0) / 3)
@@ -56,8 +56,8 @@ def test_complete_counts_missing_qrels_queries() -> None:
 
 
 def test_rel_level_applies_to_binary_measures_only() -> None:
-    graded = evaluate(QRELS, {"run": RUN}, ["map", "ndcg"], rel_level=2).runs["run"]
-    binary = evaluate(QRELS, {"run": RUN}, ["map", "ndcg"]).runs["run"]
+    graded = evaluate({"run": RUN}, QRELS, ["map", "ndcg"], rel_level=2).runs["run"]
+    binary = evaluate({"run": RUN}, QRELS, ["map", "ndcg"]).runs["run"]
     assert graded.aggregates["map"] == pytest.approx((1 / 3 + 0) / 2)  # only c (label 2) is relevant
     assert graded.aggregates["ndcg"] == pytest.approx(binary.aggregates["ndcg"])
 
@@ -67,22 +67,22 @@ def test_ties_follow_trec_eval_order_for_every_provider() -> None:
     (RR@10) and judged providers would put a first unless rankkit resolves the tie."""
     qrels = {"1": {"a": 1}}
     run = {"1": {"a": 1.0, "b": 1.0}}
-    scores = evaluate(qrels, {"r": run}, ["RR", "RR@10", "P@1", "Judged@1", "ERR@1"]).runs["r"].aggregates
+    scores = evaluate({"r": run}, qrels, ["RR", "RR@10", "P@1", "Judged@1", "ERR@1"]).runs["r"].aggregates
     assert scores == {"RR": 0.5, "RR@10": 0.5, "P@1": 0.0, "Judged@1": 0.0, "ERR@1": 0.0}
-    cut = evaluate(qrels, {"r": run}, ["RR", "RR@10", "num_ret"], max_docs=1).runs["r"].aggregates
+    cut = evaluate({"r": run}, qrels, ["RR", "RR@10", "num_ret"], max_docs=1).runs["r"].aggregates
     assert cut == {"RR": 0.0, "RR@10": 0.0, "num_ret": 1}
 
 
 def test_max_docs_cuts_each_ranking_in_trec_eval_order() -> None:
-    full = evaluate(QRELS, {"run": RUN}, ["recall.1000", "num_ret"]).runs["run"]
-    top2 = evaluate(QRELS, {"run": RUN}, ["recall.1000", "num_ret"], max_docs=2).runs["run"]
+    full = evaluate({"run": RUN}, QRELS, ["recall.1000", "num_ret"]).runs["run"]
+    top2 = evaluate({"run": RUN}, QRELS, ["recall.1000", "num_ret"], max_docs=2).runs["run"]
     assert full.aggregates["num_ret"] == 6 and top2.aggregates["num_ret"] == 4
     assert full.aggregates["recall.1000"] == pytest.approx((2 / 3 + 1) / 2)
     assert top2.aggregates["recall.1000"] == pytest.approx((1 / 3 + 1) / 2)
 
 
 def test_geometric_mean_floors_at_trec_eval_minimum() -> None:
-    scores = evaluate(QRELS, {"run": RUN}, ["gm_map"], complete=True).runs["run"]
+    scores = evaluate({"run": RUN}, QRELS, ["gm_map"], complete=True).runs["run"]
     expected = math.exp((math.log(AP_1) + math.log(AP_2) + math.log(1e-5)) / 3)
     assert scores.aggregates["gm_map"] == pytest.approx(expected)
     assert aggregate(np.array([]), "mean") != aggregate(np.array([]), "mean")  # NaN for no queries
@@ -90,7 +90,7 @@ def test_geometric_mean_floors_at_trec_eval_minimum() -> None:
 
 def test_several_runs_and_shared_measures() -> None:
     other = {"1": {"d": 2.0, "a": 1.0}, "2": {"x": 1.0}}
-    result = evaluate(QRELS, {"run": RUN, "other": other}, ["AP", "map", "ndcg_cut.10,100"])
+    result = evaluate({"run": RUN, "other": other}, QRELS, ["AP", "map", "ndcg_cut.10,100"])
     assert result.labels == ["AP", "map", "ndcg_cut.10", "ndcg_cut.100"]
     assert result.runs["run"].aggregates["AP"] == result.runs["run"].aggregates["map"]
     assert result.runs["other"].aggregates["AP"] == pytest.approx(((1 + 1) / 3 + 1) / 2)
@@ -98,19 +98,31 @@ def test_several_runs_and_shared_measures() -> None:
 
 
 def test_default_measures_and_specs() -> None:
-    result = evaluate(QRELS, {"run": RUN})
+    result = evaluate({"run": RUN}, QRELS)
     assert result.labels == list(DEFAULT_MEASURES)
     spec = MeasureSpec("my-ndcg", ir_measures.nDCG @ 5)
-    assert evaluate(QRELS, {"run": RUN}, [spec]).labels == ["my-ndcg"]
+    assert evaluate({"run": RUN}, QRELS, [spec]).labels == ["my-ndcg"]
 
 
 def test_a_run_without_judged_queries_is_an_error() -> None:
     with pytest.raises(RankkitError, match="none of its 1 queries"):
-        evaluate(QRELS, {"wrong": {"77": {"a": 1.0}}}, ["map"])
+        evaluate({"wrong": {"77": {"a": 1.0}}}, QRELS, ["map"])
     with pytest.raises(RankkitError, match="qrels are empty"):
-        evaluate({}, {"run": RUN}, ["map"])
+        evaluate({"run": RUN}, {}, ["map"])
     with pytest.raises(RankkitError, match="max-docs"):
-        evaluate(QRELS, {"run": RUN}, ["map"], max_docs=0)
+        evaluate({"run": RUN}, QRELS, ["map"], max_docs=0)
+
+
+def test_the_order_is_runs_then_qrels() -> None:
+    """One argument order in all of rankkit's Python API: the swapped (old) order is refused, not misread."""
+    with pytest.raises(RankkitError, match="the runs come first, then the qrels"):
+        evaluate(QRELS, {"run": RUN}, ["map"])
+    with pytest.raises(RankkitError, match="wrap a single run"):
+        evaluate(RUN, QRELS, ["map"])
+    with pytest.raises(RankkitError, match="got str and dict"):
+        evaluate("run.txt", QRELS, ["map"])  # type: ignore[arg-type]
+    empty_first = {"run": {"7": {}, **RUN}}
+    assert evaluate(empty_first, QRELS, ["map"]).runs["run"].qids  # an empty ranking first is still a run
 
 
 def test_query_order_is_numeric_then_alphabetic() -> None:
@@ -118,10 +130,10 @@ def test_query_order_is_numeric_then_alphabetic() -> None:
 
 
 def test_recall_curves_agree_with_evaluate() -> None:
-    curves = recall_curves(QRELS, {"run": RUN}, [1, 2, 3, 4])
+    curves = recall_curves({"run": RUN}, QRELS, [1, 2, 3, 4])
     values = [v for _, v in curves["run"]]
     assert values == sorted(values)  # recall never drops with depth
-    direct = evaluate(QRELS, {"run": RUN}, ["R@3"]).runs["run"].aggregates["R@3"]
+    direct = evaluate({"run": RUN}, QRELS, ["R@3"]).runs["run"].aggregates["R@3"]
     assert dict(curves["run"])[3] == pytest.approx(direct)
     assert curve_cutoffs({"run": RUN}) == [1, 2, 3, 4]
     assert curve_cutoffs({"run": RUN}, max_docs=2) == [1, 2]
@@ -133,7 +145,7 @@ def test_evaluate_files_warns_about_left_out_queries(tmp_path, capsys) -> None:
     run = tmp_path / "run.txt"
     run.write_text("".join(
         f"{q} Q0 {d} {i} {s} t\n" for q, docs in RUN.items() for i, (d, s) in enumerate(docs.items(), 1)))
-    result = evaluate_files(qrels, [run], ["map"])
+    result = evaluate_files([run], qrels, ["map"])
     err = capsys.readouterr().err
     assert "1 of 3 queries are not in the qrels" in err
     assert "1 qrels queries have no results" in err

@@ -16,7 +16,7 @@ OTHER = {"1": {"a": 2.0, "x": 1.0}, "2": {"x": 2.0, "b": 1.0}, "3": {"x": 2.0, "
 
 
 def test_query_differences_are_sorted_largest_gain_first() -> None:
-    result = evaluate(QRELS, {"base": BASE, "other": OTHER}, ["RR"])
+    result = evaluate({"base": BASE, "other": OTHER}, QRELS, ["RR"])
     qids, diffs = query_differences(result, "other", "base", "RR")
     assert qids == ["1", "3", "2"]
     assert list(diffs) == pytest.approx([0.5, 0.0, -0.5])
@@ -24,8 +24,8 @@ def test_query_differences_are_sorted_largest_gain_first() -> None:
 
 def test_plot_writes_a_deterministic_png(tmp_path) -> None:
     runs = {"base": BASE, "other": OTHER}
-    result = evaluate(QRELS, runs, ["RR", "R@2"])
-    curves = recall_curves(QRELS, runs, [1, 2])
+    result = evaluate(runs, QRELS, ["RR", "R@2"])
+    curves = recall_curves(runs, QRELS, [1, 2])
     first, second = tmp_path / "a.png", tmp_path / "b.png"
     plot_evaluation(result, first, baseline="base", recall=curves)
     plot_evaluation(result, second, baseline="base", recall=curves)
@@ -37,10 +37,10 @@ def test_plot_writes_a_deterministic_png(tmp_path) -> None:
 
 
 def test_plot_needs_something_to_compare(tmp_path) -> None:
-    result = evaluate(QRELS, {"base": BASE}, ["RR"])
+    result = evaluate({"base": BASE}, QRELS, ["RR"])
     with pytest.raises(RankkitError, match="--plot needs"):
         plot_evaluation(result, tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
-    curves = recall_curves(QRELS, {"base": BASE}, [1, 2])
+    curves = recall_curves({"base": BASE}, QRELS, [1, 2])
     plot_evaluation(result, tmp_path / "x.png", recall=curves)  # one run: just the recall curves
     assert (tmp_path / "x.png").stat().st_size > 0

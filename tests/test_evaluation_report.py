@@ -18,7 +18,7 @@ BETTER = {q: {"rel": 3.0, "x": 2.0} for q in QIDS}
 
 @pytest.fixture(scope="module")
 def result():
-    return evaluate(QRELS, {"base|run": BASE, "better_run": BETTER}, ["RR", "P.1", "num_ret"])
+    return evaluate({"base|run": BASE, "better_run": BETTER}, QRELS, ["RR", "P.1", "num_ret"])
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_table_marks_and_notes(result, sig) -> None:
 
 def test_table_shows_names_verbatim() -> None:
     odd = "runs/[bold]x[/bold]:smile:.txt"
-    text = render(evaluate({"1": {"a": 1}}, {odd: {"1": {"a": 1.0}}}, ["RR"]), "table")
+    text = render(evaluate({odd: {"1": {"a": 1.0}}}, {"1": {"a": 1}}, ["RR"]), "table")
     assert odd in text
 
 

@@ -86,7 +86,7 @@ def _result():
     base = {q: {"x": 3.0, "y": 2.0, "rel": 1.0} for q in qids}
     better = {q: {"rel": 3.0, "x": 2.0, "y": 1.0} for q in qids}
     mixed = {q: ({"rel": 3.0, "x": 1.0} if int(q) % 2 else {"x": 3.0, "y": 2.0, "rel": 1.0}) for q in qids}
-    return evaluate(qrels, {"base": base, "better": better, "mixed": mixed}, ["RR", "P@1", "num_ret"])
+    return evaluate({"base": base, "better": better, "mixed": mixed}, qrels, ["RR", "P@1", "num_ret"])
 
 
 def test_compare_marks_and_counts_comparisons() -> None:

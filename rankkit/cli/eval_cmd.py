@@ -105,8 +105,8 @@ def eval_command(
     check_outputs([("--output", output), ("--plot", plot)],
                   [("--qrels", qrels), *(("RUN", path) for path in paths)])
 
-    qrels_data, loaded = read_inputs(qrels, paths)
-    result = evaluate(qrels_data, loaded, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
+    loaded, qrels_data = read_inputs(paths, qrels)
+    result = evaluate(loaded, qrels_data, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
     warn_left_out(result)
     significance = None
     if baseline is not None:
@@ -131,7 +131,7 @@ def eval_command(
         curves = None
         if wants_recall:
             curves = recall_curves(
-                qrels_data, loaded, curve_cutoffs(loaded, max_docs),
+                loaded, qrels_data, curve_cutoffs(loaded, max_docs),
                 complete=complete, max_docs=max_docs, rel_level=rel_level)
         plot_evaluation(result, plot, baseline=baseline or paths[0], recall=curves)
         log(f"eval: plot -> {plot}")

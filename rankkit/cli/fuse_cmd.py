@@ -38,7 +38,7 @@ def fuse_command(
     rrf_k: Optional[float] = typer.Option(
         None, "--rrf-k", help="rrf: the constant k in 1/(k + rank) (default 60).", callback=float_range(0)),
     norm: Optional[str] = typer.Option(
-        None, "--norm", help="combsum/combmnz/interpolate: minmax, zscore or none (default minmax)."),
+        None, "--norm", help="combsum/combmnz/interpolate: minmax (ranx: min-max), zscore (ranx: zmuv) or none (default minmax)."),
     alpha: Optional[float] = typer.Option(
         None, "--alpha", help="interpolate: weight of run A (default 0.5).", callback=float_range(0, 1)),
     weights: Optional[str] = typer.Option(

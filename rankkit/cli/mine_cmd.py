@@ -40,8 +40,8 @@ def mine_command(
     ),
     cache_dir: Optional[Path] = typer.Option(
         None, "--cache-dir",
-        help="Where the corpus's docid table is cached (default: $RANKKIT_CACHE_DIR or ~/.cache/rankkit/docstore; "
-        "never beside the corpus)."
+        help="Where the corpus's docid table is cached (default: $RANKKIT_CACHE_DIR/docstore, else "
+        "${XDG_CACHE_HOME:-~/.cache}/rankkit/docstore; never beside the corpus)."
     ),
     depth: int = typer.Option(100, "--depth", help="Negatives come from the run's top DEPTH.", callback=int_range(1)),
     negatives: int = typer.Option(8, "--negatives", help="Negatives per query.", callback=int_range(1)),

@@ -10,6 +10,7 @@ refused with that model's own option list.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 from dataclasses import dataclass
@@ -117,11 +118,24 @@ def model_options_of(name: str, build: Callable[[], list[CliOption]], panel: str
     return mark
 
 
+def _with_model_names(param: inspect.Parameter, names: str) -> inspect.Parameter:
+    """``param`` with ``{models}`` in its help replaced by the registered models' names (plug-ins included)."""
+    info = param.default
+    help_text = getattr(info, "help", None)
+    if not isinstance(help_text, str) or "{models}" not in help_text:
+        return param
+    info = copy.copy(info)
+    info.help = help_text.replace("{models}", names)
+    return param.replace(default=info)
+
+
 def install(command: Callable[..., Any], options: list[CliOption], panel: str) -> None:
     """Give ``command`` (a function ending in ``**options``) a signature with ``options`` appended."""
     original = getattr(command, "__rankkit_signature__", None) or inspect.signature(command)
     command.__rankkit_signature__ = original  # type: ignore[attr-defined]
-    fixed = [p for p in original.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    names = ", ".join(sorted(_models())) if options else "any registered model"
+    fixed = [_with_model_names(p, names) for p in original.parameters.values()
+             if p.kind != inspect.Parameter.VAR_KEYWORD]
     annotations = {p.name: p.annotation for p in fixed}
     taken = set(annotations)
     params = list(fixed)

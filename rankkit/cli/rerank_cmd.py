@@ -23,9 +23,9 @@ from rankkit.errors import RankkitError
 @app.command("rerank")
 @model_options_of("rerank", rerank_options, RERANK_PANEL)
 def rerank_command(
-    model: str = typer.Option(..., "--model", help="Any model of rankkit train (rankkit models lists them)."),
+    model: str = typer.Option(..., "--model", help="Any model of rankkit train: {models} (rankkit models NAME shows NAME's options)."),
     checkpoint: Optional[str] = typer.Option(
-        None, "--checkpoint", help="A folder or hub id ORG/NAME[@REVISION]: a rankkit train checkpoint, a lightning-ir set-encoder/mono, a Hugging Face cross-encoder (mono) or sentence-transformers model (repbert), used as is (repbert without one: the zero-shot packaged MiniLM)."
+        None, "--checkpoint", help="A folder or a hub id ORG/NAME[@REVISION]: a rankkit train output (its rankkit.json names the model; OUTPUT/best and step checkpoints OUTPUT/checkpoints/step-N load the same way), a lightning-ir set-encoder/mono, or a Hugging Face model used zero-shot: an encoder for repbert (a sentence-transformers folder keeps its pooling), a *ForSequenceClassification cross-encoder for mono. Without one, repbert is the packaged all-MiniLM-L6-v2, zero-shot; the other models need one."
     ),
     run: Path = typer.Option(..., "--run", "--candidates", help="First-stage run to re-rank (--candidates: the same, for torchrun, whose own parser takes --run as its --run-path)."),
     topics: Path = typer.Option(..., "--topics", help="Query texts (TSV, JSONL, TREC SGML, BEIR folder or irds:ID)."),
@@ -34,7 +34,7 @@ def rerank_command(
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passage texts from this corpus (file, BEIR folder or irds:ID)..."),
     index: Optional[Path] = typer.Option(None, "--index", help="...or from this BM25 index's stored raw text."),
     cache_dir: Optional[Path] = typer.Option(
-        None, "--cache-dir", help="Where the corpus's docid table is cached [default: beside the corpus]."
+        None, "--cache-dir", help="Where the corpus's docid table is cached [default: $RANKKIT_CACHE_DIR/docstore, else ${XDG_CACHE_HOME:-~/.cache}/rankkit/docstore; never beside the corpus]."
     ),
     depth: int = typer.Option(100, "--depth", help="Re-rank each query's top DEPTH; the rest follow unchanged."),
     batch_size: int = typer.Option(32, "--batch-size", help="Pairs per encoder forward pass."),

@@ -10,14 +10,13 @@ import typer
 
 from rankkit.cli.app import app
 from rankkit.cli.model_options import PANEL, model_options_of, model_settings, train_options
-from rankkit.errors import RankkitError
 
 
 @app.command("train")
 @model_options_of("train", train_options, PANEL)
 def train_command(
     ctx: typer.Context,
-    model: Optional[str] = typer.Option(None, "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model to train: {models} (rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
     train: list[Path] = typer.Option([], "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape) or MS MARCO triples (text, or qidpidtriples with --collection/--queries); repeatable. Required, here or in --config."),
     collection: Optional[Path] = typer.Option(None, "--collection", help="qidpidtriples --train files: passage texts (collection.tsv, any corpus, BEIR folder or irds:ID)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="qidpidtriples --train files: query texts (queries.train.tsv, any topics file or irds:ID)."),
@@ -59,86 +58,30 @@ def train_command(
     precision: str = typer.Option("fp32", "--precision", help="fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only). Weights and checkpoints stay fp32."),
     workers: int = typer.Option(0, "--workers", help="Processes preparing batches ahead of the training thread (0: on it); same batches either way."),
     whole_lists: bool = typer.Option(False, "--whole-lists", help="Each group's whole candidate list in teacher order (up to --group-size), not 1 positive + sampled negatives; teacher scores from the groups (rankkit mine --teacher-list K). For ranknet/kl/hinge distillation (Set-Encoder §4.3)."),
+    report_to: list[str] = typer.Option([], "--report-to", help="Also send the loss and dev metrics to: tensorboard (event files in OUTPUT/tensorboard/; needs pip install tensorboard). OUTPUT/metrics.csv and OUTPUT/training.png are always written."),
     **model_options: Any,
 ) -> None:
-    """Train a model on training groups; writes a checkpoint folder with rankkit.json and train.log.
+    """Train a model on training groups; writes a checkpoint folder with rankkit.json, train.log (JSON lines),
+    metrics.csv (step, epoch, loss, lr, dev metrics, seconds) and training.png (loss and dev metrics against
+    the step, redrawn at each dev evaluation); compare runs with rankkit plot-training.
 
     Multi-process: torchrun --nproc_per_node N -m rankkit train ... (see docs/TRAINING.md).
     The model options below are generated from each model's declared settings:
     `rankkit train --model NAME --help` shows NAME's own options with their defaults.
     """
-    import dataclasses
-
-    from rankkit.files import check_output_dir
-    from rankkit.models import get_model_class
-    from rankkit.training import TrainConfig
+    from rankkit.training import settings as train_settings
     from rankkit.training import recipes
     from rankkit.training import train as run_training
 
-    fixed = {f.name for f in dataclasses.fields(TrainConfig) if f.name != "model_options"}
-    values: dict[str, Any] = {name: ctx.params[name] for name in sorted(fixed, key=list(ctx.params).index)}
-    recipe = None
-    file_options: dict[str, Any] = {}
-    if config is not None:
-        recipe = recipes.load_recipe(config, recipes.train_kinds())
-        given = {name for name in ctx.params
-                 if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
-        for key, value in recipe.settings.items():
-            if key in fixed:
-                if key not in given:
-                    values[key] = value
-            else:
-                file_options[key] = value
-    if values["model"] is None:
-        raise RankkitError("--model is required (on the command line or as model = ... in --config)")
-    cls = get_model_class(values["model"])
-    options = {**_file_model_options(cls, file_options, config),
+    names = train_settings.setting_names()
+    values: dict[str, Any] = {name: ctx.params[name] for name in names}
+    given = {name for name in names
+             if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
+    values, file_options, recipe = train_settings.merge_recipe(values, given, config)
+    cls = train_settings.model_class(values)
+    options = {**train_settings.model_options(cls, file_options, str(config)),
                **model_settings(cls, model_options, train_options())}
     if print_config:
         sys.stdout.write(recipes.format_settings({**values, **options}, recipe))
         return
-    if recipe is not None:
-        recipes.check_runnable(recipe, {**values, **options})
-    if values["alpha"] is not None and values["teacher_checkpoint"] is None:
-        raise RankkitError("--alpha weighs distillation from a teacher: it needs --teacher-checkpoint")
-    if values["distillation"] is not None and values["teacher_checkpoint"] is None:
-        raise RankkitError("--distillation chooses how to distil from a teacher: it needs --teacher-checkpoint")
-    for key in ("train", "output"):
-        if not values[key]:
-            raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
-    check_output_dir(values["output"], "--output")
-    settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"],
-                "distillation": values["distillation"] or "eq12",
-                "train": _resolve_triples(list(values["train"]), collection, queries)}
-    run_training(TrainConfig(**settings, model_options=options))
-
-
-def _file_model_options(cls: Any, settings: dict[str, Any], config: Path | None) -> dict[str, Any]:
-    """The chosen model's settings from a config file, each checked like its command-line flag."""
-    own = {spec.name: spec for spec in cls.config_class.model_options()}
-    out = {}
-    for key, value in settings.items():
-        if key not in own:
-            flags = ", ".join(spec.name for spec in own.values()) or "none"
-            raise RankkitError(f"{config}: key {key!r} is not a setting of model {cls.name} (its settings: {flags})")
-        out[key] = own[key].check(value, cls.name, key)
-    return out
-
-
-def _resolve_triples(train: list[Path], collection: Optional[Path], queries: Optional[Path]) -> list[Path]:
-    """qidpidtriples files become the groups they stand for (written once to the cache); others stay as given."""
-    from rankkit.formats.groups import is_id_triples_file
-
-    # A missing file is the trainer's to report, after its checks of the settings.
-    ids = [path for path in train if Path(path).is_file() and is_id_triples_file(path)]
-    if not ids:
-        if collection is not None or queries is not None:
-            raise RankkitError("--collection and --queries give the texts of qidpidtriples --train files; none was given")
-        return train
-    if collection is None or queries is None:
-        raise RankkitError(f"{ids[0]}: qidpidtriples (qid, pid, pid) need --collection COLLECTION and --queries QUERIES")
-    from rankkit.formats.sources import resolve_corpus
-    from rankkit.training.triples import materialize_id_triples
-
-    corpus = resolve_corpus(collection)
-    return [materialize_id_triples(path, corpus, queries) if path in ids else path for path in train]
+    run_training(train_settings.finish_config(values, options, recipe, collection=collection, queries=queries))

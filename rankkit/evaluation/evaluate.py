@@ -1,7 +1,8 @@
 """Evaluate runs against qrels with ir_measures, averaging the trec_eval way.
 
-:func:`evaluate` is the library entry point (qrels and runs in memory); :func:`evaluate_files`
-reads the files, warns about queries it leaves out, and is what ``rankkit eval`` calls.
+:func:`evaluate` is the library entry point (runs and qrels in memory, in that order, as in all of
+rankkit's Python API); :func:`evaluate_files` reads the files, warns about queries it leaves out,
+and is what ``rankkit eval`` calls.
 
 Averaging follows trec_eval: by default each run is averaged over the queries it shares with the
 qrels (queries only in the run are ignored, qrels queries without results are skipped);
@@ -173,6 +174,33 @@ def _evaluators(specs: Sequence[MeasureSpec], qrels: Qrels) -> list[_Group]:
     return groups
 
 
+def _depth(value: object) -> int:
+    """How deeply the first entries of ``value`` nest mappings: qrels and one run are 2, ``{name: run}`` is 3."""
+    depth = 0
+    while isinstance(value, Mapping):
+        depth += 1
+        if not value:
+            break
+        value = next(iter(value.values()))
+    return depth
+
+
+def check_argument_order(runs: object, qrels: object) -> None:
+    """Refuse the swapped order ``evaluate(qrels, runs)`` and a single run given as ``runs``.
+
+    Only the first entries are looked at: ``runs`` is ``{name: {qid: {docid: score}}}`` (three levels),
+    qrels ``{qid: {docid: label}}`` (two).
+    """
+    if not isinstance(runs, Mapping) or not isinstance(qrels, Mapping):
+        raise RankkitError("evaluate(runs, qrels, ...) takes runs as {name: {qid: {docid: score}}} and qrels as "
+                           f"{{qid: {{docid: label}}}}, got {type(runs).__name__} and {type(qrels).__name__}")
+    if _depth(qrels) == 3 and _depth(runs) <= 2:
+        raise RankkitError("evaluate(runs, qrels, ...): the runs come first, then the qrels (the arguments look swapped)")
+    if runs and _depth(runs) == 2:
+        raise RankkitError("evaluate(runs, qrels, ...): runs is {name: {qid: {docid: score}}}; wrap a single run "
+                           "as {'run': run}")
+
+
 def aggregate(values: np.ndarray, how: str) -> float:
     """Average one measure's per-query values: arithmetic mean, sum (counters) or geometric mean.
 
@@ -188,20 +216,24 @@ def aggregate(values: np.ndarray, how: str) -> float:
 
 
 def evaluate(
-    qrels: Qrels,
     runs: Mapping[str, Run],
+    qrels: Qrels,
     measures: Sequence[str | MeasureSpec] | None = None,
     *,
     complete: bool = False,
     max_docs: int | None = None,
     rel_level: int | None = None,
 ) -> EvalResult:
-    """Score every run on ``measures`` (default :data:`~rankkit.evaluation.measures.DEFAULT_MEASURES`).
+    """Score every run of ``runs`` (``{name: run}``) against ``qrels`` on ``measures`` (default
+    :data:`~rankkit.evaluation.measures.DEFAULT_MEASURES`).
 
-    ``measures`` are strings in ir_measures or trec_eval syntax, or parsed :class:`MeasureSpec`.
-    ``complete`` is ``trec_eval -c``, ``max_docs`` is ``-M``, ``rel_level`` is ``-l`` (applied
-    to string measures; parsed specs already carry their ``rel``).
+    The order is runs, then qrels, as everywhere in rankkit's Python API (and ir_measures' ``calc(qrels,
+    run)`` reversed, on purpose: the run is what is being evaluated). ``measures`` are strings in
+    ir_measures or trec_eval syntax, or parsed :class:`MeasureSpec`. ``complete`` is ``trec_eval -c``,
+    ``max_docs`` is ``-M``, ``rel_level`` is ``-l`` (applied to string measures; parsed specs already
+    carry their ``rel``).
     """
+    check_argument_order(runs, qrels)
     if not qrels:
         raise RankkitError("the qrels are empty")
     if max_docs is not None and max_docs < 1:
@@ -251,8 +283,8 @@ def evaluate(
     return EvalResult(specs, out, len(qrels), complete, max_docs, rel_level)
 
 
-def read_inputs(qrels_path: PathLike, run_paths: Sequence[PathLike]) -> tuple[Qrels, dict[str, Run]]:
-    """Read the qrels and every run (strict readers); runs are keyed by their path as given."""
+def read_inputs(run_paths: Sequence[PathLike], qrels_path: PathLike) -> tuple[dict[str, Run], Qrels]:
+    """Read every run and the qrels (strict readers); runs are keyed by their path as given."""
     from rankkit.console import progress_bar
 
     names = [str(p) for p in run_paths]
@@ -268,7 +300,7 @@ def read_inputs(qrels_path: PathLike, run_paths: Sequence[PathLike]) -> tuple[Qr
         for name in names:
             runs[name] = read_run(name)
             bar.advance(task)
-    return qrels, runs
+    return runs, qrels
 
 
 def warn_left_out(result: EvalResult) -> None:
@@ -289,21 +321,21 @@ def warn_left_out(result: EvalResult) -> None:
 
 
 def evaluate_files(
-    qrels_path: PathLike,
     run_paths: Sequence[PathLike],
+    qrels_path: PathLike,
     measures: Sequence[str] | None = None,
     *,
     complete: bool = False,
     max_docs: int | None = None,
     rel_level: int | None = None,
 ) -> EvalResult:
-    """Read qrels and runs, evaluate, and warn about queries left out (what ``rankkit eval`` does).
+    """Read runs and qrels, evaluate, and warn about queries left out (what ``rankkit eval`` does).
 
     Measures are parsed before any file is read, so a typo in ``-m`` fails fast.
     """
     specs = parse_measures(measures, rel_level=rel_level)
-    qrels, runs = read_inputs(qrels_path, run_paths)
-    result = evaluate(qrels, runs, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
+    runs, qrels = read_inputs(run_paths, qrels_path)
+    result = evaluate(runs, qrels, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
     warn_left_out(result)
     return result
 
@@ -324,8 +356,8 @@ def curve_cutoffs(runs: Mapping[str, Run], max_docs: int | None = None) -> list[
 
 
 def recall_curves(
-    qrels: Qrels,
     runs: Mapping[str, Run],
+    qrels: Qrels,
     cutoffs: Sequence[int],
     *,
     complete: bool = False,
@@ -335,7 +367,7 @@ def recall_curves(
     """Mean recall at each cutoff for every run: ``{run: [(k, R@k), ...]}`` (for recall plots)."""
     rel = {} if rel_level is None else {"rel": rel_level}
     specs = [MeasureSpec(f"R@{k}", ir_measures.R(cutoff=k, **rel)) for k in cutoffs]
-    result = evaluate(qrels, runs, specs, complete=complete, max_docs=max_docs)
+    result = evaluate(runs, qrels, specs, complete=complete, max_docs=max_docs)
     return {
         name: [(k, run_eval.aggregates[f"R@{k}"]) for k in cutoffs] for name, run_eval in result.runs.items()
     }

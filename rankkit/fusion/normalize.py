@@ -2,9 +2,9 @@
 
 Every run is normalised query by query over the documents that were read (after ``--depth``).
 
-* ``minmax``: ``(s - min) / (max - min)`` -> [0, 1]. If every score of the query ties, each document
+* ``minmax`` (ranx's ``min-max``): ``(s - min) / (max - min)`` -> [0, 1]. If every score of the query ties, each document
   gets 1.0 (they are all the run's best; 0 would make the run's only opinion invisible).
-* ``zscore``: ``(s - mean) / std`` with the population standard deviation (as ranx' ``zmuv``);
+* ``zscore`` (ranx's ``zmuv``): ``(s - mean) / std`` with the population standard deviation;
   all-tied queries get 0.0.
 * ``none``: scores are used as they are.
 
@@ -23,18 +23,24 @@ from typing import Mapping
 from rankkit.errors import RankkitError
 
 NORMALIZATIONS: tuple[str, ...] = ("minmax", "zscore", "none")
+#: ranx's names of the same normalisations (``ranx.fuse(norm="min-max")``), accepted beside rankkit's own.
+ALIASES: dict[str, str] = {"min-max": "minmax", "zmuv": "zscore"}
 
 
 def check_norm(norm: str) -> str:
-    """Return ``norm`` if it is a known normalisation, else raise :class:`RankkitError`."""
-    if norm not in NORMALIZATIONS:
-        raise RankkitError(f"unknown normalisation {norm!r}; choose one of: {', '.join(NORMALIZATIONS)}")
-    return norm
+    """The normalisation ``norm`` names (rankkit's name, also for ranx's ``min-max`` and ``zmuv``), or a
+    :class:`RankkitError`."""
+    name = ALIASES.get(norm, norm)
+    if name not in NORMALIZATIONS:
+        spelled = ", ".join(f"{n} ({a})" if a else n for n, a in
+                            ((n, next((k for k, v in ALIASES.items() if v == n), "")) for n in NORMALIZATIONS))
+        raise RankkitError(f"unknown normalisation {norm!r}; choose one of: {spelled}")
+    return name
 
 
 def normalize_scores(scores: Mapping[str, float], norm: str) -> dict[str, float]:
     """Normalise one query's ``{docid: score}`` of one run (see the module docstring)."""
-    check_norm(norm)
+    norm = check_norm(norm)
     if not scores or norm == "none":
         return {docid: float(score) for docid, score in scores.items()}
     values = list(scores.values())
@@ -53,6 +59,6 @@ def normalize_scores(scores: Mapping[str, float], norm: str) -> dict[str, float]
 
 def missing_score(normalized: Mapping[str, float], norm: str) -> float:
     """Score a run contributes for a document it did not return (0.0 under minmax, else its minimum)."""
-    if norm == "minmax" or not normalized:
+    if ALIASES.get(norm, norm) == "minmax" or not normalized:
         return 0.0
     return min(normalized.values())

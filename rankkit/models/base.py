@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
+from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
 from rankkit.models.config import ModelConfig
@@ -197,6 +198,51 @@ class RankingModel(torch.nn.Module, abc.ABC):
         :attr:`output_type` is a :class:`~rankkit.models.outputs.PreferenceOutput` provide it."""
         raise RankkitError(f"model {self.name!r} has no preference matrix to explain")
 
+    def rank(self, query: str, passages: Sequence[str] | Mapping[str, str], top_k: int | None = None, *,
+             return_documents: bool = False, batch_size: int = 32) -> list[dict[str, Any]]:
+        """``passages`` ranked for ``query``, best first, as sentence-transformers' ``CrossEncoder.rank``:
+        ``[{"corpus_id": ..., "score": ...}, ...]`` (plus ``"text"`` with ``return_documents``), the
+        top ``top_k`` (all by default).
+
+        ``corpus_id`` is the passage's index in a list, or its key in a ``{docid: text}`` dict. Scores
+        are :meth:`rerank_scores` of the one query (the list is scored as a whole, so listwise models
+        such as MatRank and the Set-Encoder see every passage); equal scores keep the input order.
+        """
+        if not isinstance(query, str):
+            raise RankkitError(f"rank: the query must be a string, got {type(query).__name__}")
+        if isinstance(passages, Mapping):
+            ids: list[Any] = list(passages)
+            texts = list(passages.values())
+        elif isinstance(passages, Sequence) and not isinstance(passages, str):
+            ids, texts = list(range(len(passages))), list(passages)
+        else:
+            raise RankkitError(f"rank: passages must be a list of texts or a {{docid: text}} dict, got "
+                               f"{type(passages).__name__}")
+        bad = next((i for i, text in zip(ids, texts) if not isinstance(text, str)), None)
+        if bad is not None:
+            raise RankkitError(f"rank: passage {bad!r} is not a string")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            raise RankkitError(f"rank: top_k must be a positive integer or None, got {top_k!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise RankkitError(f"rank: batch_size must be a positive integer, got {batch_size!r}")
+        if not texts:
+            return []
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                scores = self.rerank_scores([query], [texts], batch_size)[0].tolist()
+        finally:
+            self.train(was_training)
+        order = sorted(range(len(texts)), key=lambda i: -scores[i])  # stable: ties keep the input order
+        out = []
+        for i in order[:top_k]:
+            entry: dict[str, Any] = {"corpus_id": ids[i], "score": float(scores[i])}
+            if return_documents:
+                entry["text"] = texts[i]
+            out.append(entry)
+        return out
+
     def encoder_slots(self) -> list[EncoderSlot]:
         """The transformer encoders an inference backend (``--backend onnx``, ``openvino``) runs (:mod:`rankkit.runtime`).
 
@@ -306,7 +352,13 @@ class BiEncoder(RankingModel):
         if not flat:
             return [torch.empty(0, dtype=torch.float64) for _ in queries]
         q = self.encode(list(queries), is_query=True, batch_size=batch_size).double()
-        d = self.encode(flat, is_query=False, batch_size=batch_size).double()
+        encoded = [0]
+
+        def batch_done(n: int) -> None:  # the passages are the work a re-ranking progress bar counts
+            encoded[0] += n
+            report_work(encoded[0], len(flat))
+
+        d = self.encode(flat, is_query=False, batch_size=batch_size, on_batch=batch_done).double()
         out, start = [], 0
         for i, texts in enumerate(candidates):
             part = d[start:start + len(texts)]

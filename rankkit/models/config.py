@@ -3,7 +3,7 @@
 A declaration carries the type, the default, the help text and the paper section the setting comes
 from. Everything else is generated from it: ``rankkit train``'s and ``rankkit rerank``'s model
 options (:mod:`rankkit.cli.model_options`), the refusal of an option the chosen model does not
-have, ``rankkit train --model NAME --help`` and ``rankkit models NAME``, and the ``hparams`` record
+have, ``rankkit train --model NAME --help``, and the ``hparams`` record
 of a checkpoint's rankkit.json (:meth:`ModelConfig.to_dict` / :meth:`ModelConfig.from_dict`).
 
 The pattern follows lightning-ir's per-model configs and ir_measures' typed ``SUPPORTED_PARAMS``

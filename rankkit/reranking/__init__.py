@@ -26,19 +26,21 @@ the zero-shot baseline).
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from rankkit.console import log, progress_bar
+from rankkit.console import log, progress_bar, work_reporter
 from rankkit.devices import autocast
 from rankkit.distributed import SINGLE, Dist
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_topics, write_run
-from rankkit.formats.runs import count_run_queries, iter_run_queries
+from rankkit.files import iter_lines
+from rankkit.formats.runs import iter_run_queries
 from rankkit.models.base import RankingModel
 
 
@@ -54,6 +56,56 @@ class RerankReport:
     @property
     def pairs_per_second(self) -> float:
         return self.reranked / self.seconds if self.seconds > 0 else 0.0
+
+
+def count_run_pairs(path: str | os.PathLike[str], depth: int) -> tuple[int, int] | None:
+    """``(queries, pairs)`` a re-ranking to ``depth`` scores: one fast pass reading the first column (progress
+    totals). None for anything but a regular file (a pipe can be read once only)."""
+    if not Path(path).is_file():
+        return None
+    queries = pairs = 0
+    previous: str | None = None
+    here = 0
+    for _, text in iter_lines(path, skip_comments=True):
+        qid = text.split(None, 1)[0]
+        if qid != previous:
+            queries += 1
+            previous, here = qid, 0
+        if here < depth:
+            pairs += 1
+            here += 1
+    return queries, pairs
+
+
+@dataclass
+class RerankProgress:
+    """``rankkit rerank``'s bar: (query, passage) pairs scored, moving within a chunk as the model's batches
+    finish (:func:`rankkit.console.report_work`), and queries written as its detail."""
+
+    bar: Any
+    task: Any
+    queries: int | None
+    depth: int
+    emitted: int = 0  # pairs of the queries written so far
+
+    def __post_init__(self) -> None:
+        self.done(0, 0)
+
+    def done(self, queries: int, pairs: int) -> None:
+        """``queries`` queries and their ``pairs`` pairs are scored and written."""
+        self.emitted = pairs
+        total = f"/{self.queries:,}" if self.queries is not None else ""
+        self.bar.update(self.task, completed=pairs, detail=f"{queries:,}{total} q")
+
+    def within(self, chunk: Sequence[tuple[str, Sequence[tuple[str, float]]]]) -> Callable[[int, int], None]:
+        """A listener for the model's ``report_work(done, total)`` while it scores ``chunk``."""
+        size = sum(min(self.depth, len(ranking)) for _, ranking in chunk)
+
+        def heard(done: int, total: int) -> None:
+            if total > 0:
+                self.bar.update(self.task, completed=self.emitted + size * min(done, total) // total)
+
+        return heard
 
 
 def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, float]:
@@ -112,12 +164,14 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         if chunk:
             yield chunk
 
-    def score(chunk: list[tuple[str, list[tuple[str, float]]]]) -> list[tuple[str, dict[str, float], int]]:
-        """Each query of ``chunk`` with its re-ranked ranking and how many candidates were scored."""
+    def score(chunk: list[tuple[str, list[tuple[str, float]]]],
+              on_work: Callable[[int, int], None] | None = None) -> list[tuple[str, dict[str, float], int]]:
+        """Each query of ``chunk`` with its re-ranked ranking and how many candidates were scored;
+        ``on_work(done, total)`` hears the model's batches (:func:`rankkit.console.report_work`)."""
         heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
         wanted = sorted({d for h in heads for d in h})
         passages = store.get_many(wanted)
-        with autocast(precision, torch.device(device)):
+        with autocast(precision, torch.device(device)), (work_reporter(on_work) if on_work else nullcontext()):
             scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
                                          [[passages[d] for d in h] for h in heads], batch_size)
         out = []
@@ -127,29 +181,32 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         return out
 
     def scored() -> Iterator[tuple[str, dict[str, float]]]:
-        with progress_bar("q") as bar:
-            # The total costs one quick pass over the run; without it the bar shows 0/? and no ETA.
-            task = bar.add_task("re-ranking", total=count_run_queries(run), visible=dist.main)
+        with progress_bar("pairs") as bar:
+            # The totals cost one quick pass over the run; without them the bar shows 0/? and no ETA.
+            # The bar counts (query, passage) pairs, what the model scores: queries vary in depth.
+            queries, pairs = count_run_pairs(run, depth) or (None, None)
+            progress = RerankProgress(bar, bar.add_task("re-ranking", total=pairs, visible=dist.main), queries, depth)
             held: list[tuple[str, dict[str, float], int]] | None = None
             count = 0
             for k, chunk in enumerate(chunks()):
                 count = k + 1
                 if dist.mine(k):
-                    held = score(chunk)
+                    # One process: the model's batches move the count inside a chunk too.
+                    held = score(chunk, progress.within(chunk) if dist.world_size == 1 else None)
                 if count % dist.world_size == 0:  # a round: one chunk per rank, gathered in chunk order
-                    yield from emit(dist.gather(held), bar, task)
+                    yield from emit(dist.gather(held), progress)
                     held = None
             if count % dist.world_size:
-                yield from emit(dist.gather(held), bar, task)
+                yield from emit(dist.gather(held), progress)
 
-    def emit(parts: list[list[tuple[str, dict[str, float], int]] | None], bar: Any,
-             task: Any) -> Iterator[tuple[str, dict[str, float]]]:
+    def emit(parts: list[list[tuple[str, dict[str, float], int]] | None],
+             progress: RerankProgress) -> Iterator[tuple[str, dict[str, float]]]:
         for part in parts:
             for qid, docs, scored_here in part or []:
                 stats["queries"] += 1
                 stats["reranked"] += scored_here
                 yield qid, docs
-            bar.advance(task, len(part or []))
+            progress.done(stats["queries"], stats["reranked"])
 
     if dist.main:
         lines = write_run(output, scored(), tag)
@@ -163,4 +220,4 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
     return report
 
 
-__all__ = ["RerankReport", "merge_tail", "rerank_run"]
+__all__ = ["RerankProgress", "RerankReport", "count_run_pairs", "merge_tail", "rerank_run"]

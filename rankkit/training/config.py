@@ -10,6 +10,7 @@ from typing import Any
 from rankkit.devices import PRECISIONS
 from rankkit.errors import RankkitError
 from rankkit.models import RankingModel, get_model_class
+from rankkit.training.curves import check_report_to
 
 
 @dataclass
@@ -71,6 +72,9 @@ class TrainConfig:
     #: Each group's whole list in teacher order instead of 1 positive + sampled negatives
     #: (:mod:`rankkit.training.lists`; Set-Encoder distillation).
     whole_lists: bool = False
+    #: Where else the loss and dev metrics go: ``tensorboard`` (OUTPUT/tensorboard/); metrics.csv and
+    #: training.png are always written (:mod:`rankkit.training.curves`).
+    report_to: list[str] = field(default_factory=list)
     model_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,6 +143,7 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
         raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")
     if config.precision not in PRECISIONS:
         raise RankkitError(f"unknown precision {config.precision!r}; use {', '.join(PRECISIONS)}")
+    check_report_to(config.report_to)
     if config.distillation not in ("eq12", "loss-mse"):
         raise RankkitError(f"--distillation must be eq12 or loss-mse, got {config.distillation!r}")
     cls = get_model_class(config.model)

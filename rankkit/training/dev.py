@@ -39,5 +39,5 @@ def evaluate_groups(model: RankingModel, groups: Sequence[TrainingGroup], *, bat
             run[key] = {d: float(scores[row, i]) for i, d in enumerate(sampled.docids)}
             qrels[key] = {d: int(label) for d, label in zip(sampled.docids, sampled.labels)}
     model.train(was_training)
-    result = evaluate(qrels, {"dev": run}, list(MEASURES)).runs["dev"].aggregates
+    result = evaluate({"dev": run}, qrels, list(MEASURES)).runs["dev"].aggregates
     return {"dev_mrr": float(result[SELECTION]), "dev_ndcg@10": float(result["nDCG@10"])}

@@ -38,6 +38,7 @@ from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
 from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_config
+from rankkit.training.curves import TrainingCurves
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
 from rankkit.training.frozen import precompute_frozen_features
@@ -238,10 +239,12 @@ class Trainer:
                 "epochs": round(self.step / self.steps_per_epoch, 6), "metrics": dict(self.metrics),
                 "rankkit_version": __version__}
 
-    def evaluate(self, epoch: int) -> None:
-        """Dev metrics (rank 0), logged; the best model so far is kept in ``OUTPUT/best``."""
+    def evaluate(self, epoch: int) -> dict[str, float] | None:
+        """Dev metrics (rank 0; None elsewhere and without dev groups), logged; the best model so far is
+        kept in ``OUTPUT/best``."""
         if not self.dev_groups:
-            return
+            return None
+        result = None
         if self.dist.main:
             c = self.config
             # About as many documents per forward pass as a training micro-batch.
@@ -257,6 +260,7 @@ class Trainer:
                 self.metrics.update(best_dev_mrr=self.best, best_step=self.step)
                 save_model(self.model, self.output / BEST, self.meta())
         self.dist.barrier()
+        return result
 
     def save_step(self) -> None:
         rngs = self.dist.gather(rs.rng_state())
@@ -310,6 +314,10 @@ class Trainer:
                 f"{self.warmup} steps, device {dist.device}, {c.precision}"
                 + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} ({c.distillation}, alpha {c.alpha:g})" if self.kd_teacher else ""))
+        # metrics.csv, training.png and TensorBoard (rank 0), continued from a resumed run's rows.
+        curves = (TrainingCurves(self.output, title=f"{self.output.name}: rankkit train --model {self.model.name}",
+                                 report_to=c.report_to, resume_step=None if self.resume_from is None else self.step)
+                  if dist.main else None)
         running, started, start_step = 0.0, time.perf_counter(), self.step
         prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=c.workers)
         with progress_bar("ex", transient=False) as bar:
@@ -322,15 +330,22 @@ class Trainer:
                 running = step_loss if self.step == start_step + 1 else 0.98 * running + 0.02 * step_loss
                 self.metrics["loss"] = step_loss
                 rate = (self.step - start_step) * self.global_batch / max(time.perf_counter() - started, 1e-9)
+                logged = self.step % c.log_every == 0 or self.step == self.total_steps
                 if dist.main:
                     bar.update(task, advance=self.global_batch, description=f"training loss {running:.4f} lr {lr_now:.2e}")
-                    if self.step % c.log_every == 0 or self.step == self.total_steps:
+                    if logged:
                         rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "epoch": epoch, "loss": step_loss,
                                                                    "lr": lr_now, "examples_per_s": round(rate, 2)})
                 for callback in callbacks:
                     callback(StepInfo(self.step, self.total_steps, epoch, step_loss, lr_now))
+                dev = None
                 if self.step % self.steps_per_epoch == 0 or self.step == self.total_steps:
-                    self.evaluate(epoch)
+                    dev = self.evaluate(epoch)
+                if curves is not None and (logged or dev is not None):
+                    curves.log(self.step, epoch, loss=step_loss, lr=lr_now, dev=dev,
+                               seconds=time.perf_counter() - started)
+                    if dev is not None and self.step < self.total_steps:
+                        curves.plot()  # the picture at each dev evaluation (and at the end, below)
                 if c.save_every is not None and self.step % c.save_every == 0 and self.step < self.total_steps:
                     self.save_step()
         digests = dist.gather(params_digest(self.model))
@@ -342,5 +357,8 @@ class Trainer:
                                                        "seconds": round(time.perf_counter() - started, 3)})
             log(f"saved {self.model.name} to {self.output} ({self.step} steps, loss "
                 f"{self.metrics.get('loss', float('nan')):.4f})")
+        if curves is not None:
+            curves.plot()
+            curves.close()
         dist.barrier()
         return TrainResult(self.output, self.step, dict(self.metrics))

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rankkit.errors import InputError, RankkitError
 
@@ -87,20 +88,19 @@ def train_kinds() -> dict[str, Any]:
     return kinds
 
 
-def _convert(path: Path, key: str, value: Any, kind: Any) -> Any:
-    def wrong(expected: str) -> InputError:
-        return InputError(path, None, f"{key} = {json.dumps(value, default=str)}: expected {expected}")
-
+def convert_setting(value: Any, kind: Any, wrong: Callable[[str], Exception]) -> Any:
+    """``value`` checked against ``kind`` (``int``, ``float``, ``str``, ``bool``, ``Path``, a :class:`Worded`
+    number or a list of one, see :func:`kind_of`) and converted; ``wrong(expected)`` makes the error. A
+    single value stands for a one-item list; a path may be any ``os.PathLike`` (``rankkit.train``) or a
+    string (TOML)."""
     if isinstance(kind, Worded):
         if isinstance(value, str) and value.strip().lower() in kind.words:
             return value  # the model's own check turns the word into its value
-        try:
-            return _convert(path, key, value, kind.base)
-        except InputError:
-            raise wrong(f"{'an integer' if kind.base is int else 'a number'} or {' or '.join(map(repr, kind.words))}") from None
+        expected = f"{'an integer' if kind.base is int else 'a number'} or {' or '.join(map(repr, kind.words))}"
+        return convert_setting(value, kind.base, lambda _: wrong(expected))
     if typing.get_origin(kind) is list:
-        items = value if isinstance(value, list) else [value]
-        return [_convert(path, key, item, typing.get_args(kind)[0]) for item in items]
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        return [convert_setting(item, typing.get_args(kind)[0], wrong) for item in items]
     if kind is bool:
         if not isinstance(value, bool):
             raise wrong("true or false")
@@ -114,7 +114,7 @@ def _convert(path: Path, key: str, value: Any, kind: Any) -> Any:
             raise wrong("a number")
         return float(value)
     if kind is Path:
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, (str, os.PathLike)) or not str(value):
             raise wrong("a path (a string)")
         return Path(value)
     if kind is str:
@@ -122,6 +122,13 @@ def _convert(path: Path, key: str, value: Any, kind: Any) -> Any:
             raise wrong("a string")
         return value
     raise wrong(getattr(kind, "__name__", str(kind)))
+
+
+def _convert(path: Path, key: str, value: Any, kind: Any) -> Any:
+    def wrong(expected: str) -> InputError:
+        return InputError(path, None, f"{key} = {json.dumps(value, default=str)}: expected {expected}")
+
+    return convert_setting(value, kind, wrong)
 
 
 def load_recipe(path: Path, kinds: Mapping[str, Any]) -> Recipe:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import torch
 from torch import nn
 
+from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
@@ -200,6 +201,7 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
             h_all[index] = h
             if skip_all is not None and skip is not None:
                 skip_all[index] = skip
+            report_work(start + len(rows), len(order))
         assert h_all is not None
         out: list[torch.Tensor] = []
         start = 0

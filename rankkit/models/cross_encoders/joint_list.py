@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Sequence
 import torch
 from torch import nn
 
+from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
@@ -190,6 +191,7 @@ class JointList(EncoderHeadFiles, RankingModel):
             feats = JointListFeatures(inputs={k: v.to(device) for k, v in feats.inputs.items()}, sep=feats.sep.to(device))
             scores = self.scores_of(feats).double().cpu()
             out.extend(scores[i, :len(c)] for i, c in enumerate(lists))
+            report_work(len(out), len(queries))
         return out
 
 

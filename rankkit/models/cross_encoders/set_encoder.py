@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models.base import ActivationCheckpointing
 from rankkit.models.config import ModelConfig, option
@@ -396,4 +397,5 @@ class SetEncoder(Mono):
                 out[i][torch.tensor(chunk, dtype=torch.long)] = scores[row:row + len(chunk)]
                 row += len(chunk)
             start = end
+            report_work(start, len(sets))
         return out

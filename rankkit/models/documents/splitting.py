@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models.cross_encoders.pair_encoders import CrossPairEncoder
 from rankkit.models.inputs import length_order, tokenize
@@ -129,6 +130,7 @@ class PassagePairEncoder(CrossPairEncoder):
             if out is None:
                 out = vectors.new_empty((len(order), vectors.shape[-1]))
             out[torch.tensor(rows, dtype=torch.long, device=vectors.device)] = vectors
+            report_work(start + len(rows), len(order))
         if out is None:
             return torch.empty((0, self.dim))
         return out
