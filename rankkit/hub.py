@@ -27,9 +27,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NewType
 
 from rankkit.errors import InputError, RankkitError
+
+#: A setting that holds a model reference (a folder, given as a string or path, or a hub id): settings
+#: readers accept ``os.PathLike`` values for it and keep them as strings.
+ModelReference = NewType("ModelReference", str)
 
 #: ``ORG/NAME`` (or a legacy one-part ``NAME``) with an optional ``@REVISION``, as the hub spells them.
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?)"
@@ -315,5 +319,5 @@ class _DownloadProgress:
         return RankkitBar
 
 
-__all__ = ["ALLOW_PATTERNS", "DEFAULT_BACKBONE_REPO", "ModelSource", "cache_snapshot_source", "looks_like_hub_id",
-           "offline", "references", "resolve_model", "weights_sha256"]
+__all__ = ["ALLOW_PATTERNS", "DEFAULT_BACKBONE_REPO", "ModelReference", "ModelSource", "cache_snapshot_source",
+           "looks_like_hub_id", "offline", "references", "resolve_model", "weights_sha256"]

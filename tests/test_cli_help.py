@@ -143,6 +143,16 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
     def equal(value: Any) -> Callable[[str], bool]:
         return lambda text: text == str(value)
 
+    def index_model(text: str) -> bool:
+        """retrieve without --model: a dense index's recorded model (a Lucene index: bm25, tests/test_dense_cli.py)."""
+        from rankkit.indexes import new_manifest, write_manifest
+
+        folder = tmp_path / "dense-index"
+        folder.mkdir()
+        write_manifest(folder, new_manifest("dense", {"path": "c"}, {}, model="densetrans"))
+        return (text == "the index's own: bm25 for Lucene indexes, the encoder a dense index records"
+                and retrieve_cmd.model_of_index(folder) == "densetrans")
+
     return {
         ("index", "--threads"): lambda text: text == "CPU cores" and default_threads() >= 1,
         ("index", "--faiss"): equal(dense_build["faiss_kind"]),
@@ -154,6 +164,7 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
         ("index", "--device"): equal(dense_build["device"]),
         ("index", "--max-query-length"): lambda text: models_say(text, setting("max_query_length")),
         ("index", "--max-doc-length"): lambda text: models_say(text, setting("max_doc_length")),
+        ("retrieve", "--model"): index_model,
         ("retrieve", "--threads"): lambda text: text == "CPU cores",  # retrieve_bm25: threads or default_threads()
         ("retrieve", "--runtag"): equal("the model name"),  # write_run(..., request.runtag or model)
         ("retrieve", "--k1"): equal(params.k1),

@@ -23,7 +23,7 @@ def export_command(
 ) -> None:
     """Write CHECKPOINT in another library's layout, so that library loads it and gives rankkit's scores.
 
-    lightning-ir scores a short candidate list as rankkit does (sample_missing_docs is written off).
+    lightning-ir then scores a short candidate list as it is (sample_missing_docs is written off).
     A model trained with --truncation pair keeps its lengths; lightning-ir cuts query and passage
     separately, so scores agree where no passage is cut (train with --truncation lightning-ir for
     agreement everywhere).

@@ -205,7 +205,7 @@ def loss_help() -> str:
         who = "every model" if len(fits) == len(models) else ", ".join(fits) or "no registered model"
         groups.setdefault(who, []).append(name)
     parts = [f"{', '.join(names)} ({who})" for who, names in sorted(groups.items(), key=lambda kv: kv[0] != "every model")]
-    return ("Training objective [default: the model's; rankkit models NAME shows it]: " + "; ".join(parts) + ".")
+    return ("Training objective: " + "; ".join(parts) + " [default: the model's]. `rankkit models NAME` shows NAME's.")
 
 
 def describe_losses(command: Callable[..., Any]) -> None:

@@ -25,7 +25,7 @@ def _short_citation(paper: str) -> str:
 def models_command(
     name: Optional[str] = typer.Argument(None, help="A model: print its own options, their defaults and sources."),
 ) -> None:
-    """List the models rankkit can train and use (the registry, plug-ins included), or one model's options."""
+    """List every model there is to train and use (the registry, plug-ins included), or one model's options."""
     from rankkit.cli.model_options import print_model_help
     from rankkit.models import MODELS, PROVIDERS
     from rankkit.models.registry import family, get_model_class

@@ -23,7 +23,7 @@ def train_command(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Checkpoint folder to write. Required, here or in --config."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file of settings (a paper recipe: recipes/*.toml); flags given here override it."),
     print_config: bool = typer.Option(False, "--print-config", help="Print the merged settings (--config + flags) as TOML and exit."),
-    backbone: Optional[str] = typer.Option(None, "--backbone", help="Hugging Face model: a local folder or a hub id ORG/NAME[@REVISION] (default: the packaged all-MiniLM-L6-v2)."),
+    backbone: Optional[str] = typer.Option(None, "--backbone", help="Hugging Face model to start from: a local folder or a hub id ORG/NAME[@REVISION] [default: packaged all-MiniLM-L6-v2]."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the data (default: 1)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps (overrides --epochs)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Groups per forward pass per process."),

@@ -9,6 +9,7 @@ from typing import Any
 
 from rankkit.devices import PRECISIONS
 from rankkit.errors import RankkitError
+from rankkit.hub import ModelReference
 from rankkit.models import RankingModel, get_model_class
 from rankkit.training.curves import check_report_to
 
@@ -25,7 +26,7 @@ class TrainConfig:
     train: list[Path]
     output: Path
     #: A model reference (:mod:`rankkit.hub`): local folder or hub id; None: the packaged MiniLM.
-    backbone: str | None = None
+    backbone: ModelReference | None = None
     epochs: int | None = None
     max_steps: int | None = None
     batch_size: int = 32
@@ -54,7 +55,7 @@ class TrainConfig:
     loss: str | None = None
     teacher: Path | None = None
     #: Knowledge distillation from a rankkit checkpoint (PARADE Eq. 12, :mod:`rankkit.training.objective`).
-    teacher_checkpoint: str | None = None
+    teacher_checkpoint: ModelReference | None = None
     alpha: float = 0.5
     #: ``eq12`` (PARADE Eq. 12 as written) or ``loss-mse`` (the student's --loss plus a per-group MSE).
     distillation: str = "eq12"
@@ -65,7 +66,7 @@ class TrainConfig:
     #: Recompute the transformer blocks' activations in the backward pass (less memory, ~1 more forward).
     gradient_checkpointing: bool = False
     #: Start from this rankkit checkpoint's weights (fresh optimiser and schedule; :mod:`rankkit.training.warm_start`).
-    init_checkpoint: str | None = None
+    init_checkpoint: ModelReference | None = None
     #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread
     #: (:mod:`rankkit.training.loader`).
     workers: int = 0

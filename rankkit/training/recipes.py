@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rankkit.errors import InputError, RankkitError
+from rankkit.hub import ModelReference
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -117,6 +118,10 @@ def convert_setting(value: Any, kind: Any, wrong: Callable[[str], Exception]) ->
         if not isinstance(value, (str, os.PathLike)) or not str(value):
             raise wrong("a path (a string)")
         return Path(value)
+    if kind is ModelReference:  # a folder (string or path) or a hub id, kept as given
+        if not isinstance(value, (str, os.PathLike)) or not str(value):
+            raise wrong("a model folder or hub id (a string or a path)")
+        return os.fspath(value)
     if kind is str:
         if not isinstance(value, str):
             raise wrong("a string")
