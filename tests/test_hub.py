@@ -106,6 +106,7 @@ def test_the_python_api_and_every_training_option_take_hub_ids(models: dict[str,
                                   "commit": models["commits"]["backbone"]}
     card = (tmp_path / "bb" / "README.md").read_text(encoding="utf-8")
     assert models["ids"]["backbone"] in card and models["commits"]["backbone"] in card
+    assert "[metrics.csv](metrics.csv)" in card and "[training.png](training.png)" in card  # issue 27's files
     # --init-checkpoint alone: the checkpoint's architecture (its classifier, its vocabulary) and weights.
     train(TrainConfig(model="mono", output=tmp_path / "init", init_checkpoint=models["ids"]["mono"], **common))
     meta = read_meta(tmp_path / "init")

@@ -19,7 +19,8 @@ from rankkit.models.base import BiEncoder, RankingModel
 CARD = "README.md"
 #: Files of the training run that the card links when they sit beside it (written by the trainer).
 TRAINING_FILES = {"metrics.csv": "the loss, learning rate and dev metrics of every logged step",
-                  "training.png": "the loss and dev-metric curves", "train.log": "the JSONL training log"}
+                  "training.png": "the loss and dev-metric curves", "train.log": "the JSONL training log",
+                  "tensorboard": "TensorBoard event files (`tensorboard --logdir tensorboard`)"}
 
 
 def _front_matter(model: RankingModel, meta: Mapping[str, Any]) -> str:
