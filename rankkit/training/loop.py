@@ -349,6 +349,8 @@ class Trainer:
                 if c.save_every is not None and self.step % c.save_every == 0 and self.step < self.total_steps:
                     self.save_step()
         digests = dist.gather(params_digest(self.model))
+        if curves is not None:
+            curves.plot()  # the picture at the end, drawn before the final save so its model card links it
         if dist.main:
             if len(set(digests)) != 1:
                 raise RankkitError(f"replicas diverged: parameter digests {digests}")
@@ -358,7 +360,6 @@ class Trainer:
             log(f"saved {self.model.name} to {self.output} ({self.step} steps, loss "
                 f"{self.metrics.get('loss', float('nan')):.4f})")
         if curves is not None:
-            curves.plot()
             curves.close()
         dist.barrier()
         return TrainResult(self.output, self.step, dict(self.metrics))
