@@ -1,4 +1,9 @@
-"""User-facing errors: the CLI prints them as one line and exits with code 2."""
+"""User-facing errors: the CLI prints them as one line and exits with the error's ``exit_code``.
+
+Code 2 is a usage error (the input, the options: the user can fix the command); code 1 an
+environment failure (a full disk, a read-only file system, an I/O error: the command was right,
+the machine could not carry it out).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,15 @@ from os import PathLike
 
 class RankkitError(Exception):
     """A mistake in the user's input or options; never a bug in rankkit."""
+
+    #: The ``rankkit`` command's exit code for this error.
+    exit_code: int = 2
+
+
+class EnvironmentFailure(RankkitError):
+    """The machine failed a correct command: no space left, quota, read-only file system, I/O error (exit 1)."""
+
+    exit_code = 1
 
 
 class InputError(RankkitError):

@@ -3,7 +3,9 @@
 Subcommand modules are discovered by name (``<stage>_cmd.py``), so adding a stage is adding a
 file. Every failure the user can cause prints one line, ``rankkit: error: ...``, and exits with
 code 2: :class:`rankkit.errors.RankkitError`, usage errors (unknown option, value out of range)
-and operating-system errors on a named file. SIGTERM and SIGHUP are raised as
+and operating-system errors on a named file. A failure of the machine rather than the command
+(:class:`rankkit.errors.EnvironmentFailure`: a full disk, a read-only file system, an I/O error;
+running out of memory) is one line too, with exit code 1. SIGTERM and SIGHUP are raised as
 :class:`rankkit.errors.Terminated` (a ``KeyboardInterrupt``), so they clean up exactly as Ctrl-C.
 Set ``RANKKIT_DEBUG=1`` to get the traceback of an operating-system error instead.
 
@@ -34,6 +36,7 @@ except ImportError:  # pragma: no cover
 
 from rankkit.cli.app import app
 from rankkit.errors import RankkitError, Terminated
+from rankkit.files.failures import ENVIRONMENT_ERRNOS
 
 
 # Help lists subcommands in the order a pipeline uses them; unknown ones follow alphabetically.
@@ -148,7 +151,7 @@ def main(args: list[str] | None = None) -> None:
             # standalone_mode=False: usage errors come back to us, to be printed as one line.
             code = app(args=args, prog_name="rankkit", standalone_mode=False)
     except RankkitError as err:
-        _fail(str(err))
+        _fail(str(err), err.exit_code)
     except click_exceptions.NoArgsIsHelpError as err:
         err.show()  # `rankkit` alone, or a group without its subcommand: the help text
         sys.exit(err.exit_code)
@@ -166,7 +169,12 @@ def main(args: list[str] | None = None) -> None:
         if os.environ.get("RANKKIT_DEBUG"):
             raise
         where = f"{err.filename}: " if err.filename else ""
-        _fail(f"{where}{err.strerror or err}", 2 if err.filename else 1)
+        environment = err.errno in ENVIRONMENT_ERRNOS or not err.filename
+        _fail(f"{where}{err.strerror or err}", 1 if environment else 2)
+    except MemoryError:
+        if _received:
+            _stopped(_received[0])
+        _fail("out of memory (lower --batch-size, or the input's size)", 1)
     except Exception:
         # The Terminated raised by the handler can come out wrapped (an import, __set_name__ and
         # other machinery re-raise it as another type): once a signal arrived, it is the reason.

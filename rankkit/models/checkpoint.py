@@ -25,6 +25,8 @@ from typing import Any, Mapping
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.files import staging_dir
+from rankkit.files.limits import read_json as read_bounded_json
+from rankkit.models import safe_loading
 from rankkit.models.base import RankingModel
 from rankkit.models.registry import get_model_class
 
@@ -39,13 +41,10 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path`` or an :class:`InputError` naming the file."""
+    """A JSON object from ``path`` (size and nesting bounded) or an :class:`InputError` naming the file."""
     if not path.is_file():
         raise InputError(path, None, "no such file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(path, None, f"invalid JSON: {err}") from None
+    data = read_bounded_json(path, within=path.parent)
     if not isinstance(data, dict):
         raise InputError(path, None, "expected a JSON object")
     return data
@@ -102,6 +101,8 @@ def load_model(folder: str | os.PathLike[str], *, expect: str | None = None) -> 
     cls = get_model_class(str(meta["model"]))
     if expect is not None and cls.name != expect:
         raise RankkitError(f"checkpoint {path} holds a {cls.name!r} model, not {expect!r}")
+    safe_loading.check_checkpoint(path)  # files, weights and the size its configs imply, before building
+    safe_loading.dry_run(lambda: cls.load(path, read_config(cls, meta, path)))
     model = cls.load(path, read_config(cls, meta, path))
     model.eval()
     return model
