@@ -10,6 +10,12 @@ from __future__ import annotations
 from os import PathLike
 
 
+def excerpt(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters: error lines quote what they must, not a whole input."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}... ({len(text):,} characters)"
+
+
 class RankkitError(Exception):
     """A mistake in the user's input or options; never a bug in rankkit."""
 
@@ -32,6 +38,15 @@ class InputError(RankkitError):
         self.problem = problem
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {problem}")
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """True for an allocation failure: ``MemoryError``, torch's ``OutOfMemoryError`` (CUDA) or its CPU
+    allocator's ``RuntimeError`` (``DefaultCPUAllocator: can't allocate memory``)."""
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    text = str(err) if isinstance(err, RuntimeError) else ""
+    return "can't allocate memory" in text or "out of memory" in text.lower()
 
 
 class Terminated(KeyboardInterrupt):

@@ -88,9 +88,16 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+#: The longest error line printed: a message quoting an input (an id, a line) is cut, never a whole file.
+MAX_ERROR_CHARS = 1000
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     sys.stdout.flush()
-    sys.stderr.write(f"rankkit: error: {' '.join(message.split())}\n")
+    line = " ".join(message.split())
+    if len(line) > MAX_ERROR_CHARS:
+        line = f"{line[:MAX_ERROR_CHARS]}... ({len(line) - MAX_ERROR_CHARS:,} more characters cut)"
+    sys.stderr.write(f"rankkit: error: {line}\n")
     sys.stderr.flush()
     sys.exit(code)
 

@@ -32,6 +32,7 @@ from rankkit.console import log, progress_bar
 from rankkit.dense import encode as enc
 from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import InputError, RankkitError
+from rankkit.files import atomic_path
 from rankkit.formats import atomic_write
 from rankkit.indexes import new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
@@ -132,10 +133,18 @@ def build_from_chunks(sources: Sequence[tuple[Path, int]], out: Path, *, dim: in
             added += len(docids)
     if added != total:
         raise RankkitError(f"expected {total} vectors, found {added}; re-encode")
-    tmp = out / f".{INDEX_FILE}.tmp"
-    faiss.write_index(index, str(tmp))
-    os.replace(tmp, out / INDEX_FILE)
+    write_faiss_index(index, out / INDEX_FILE)
     return settings
+
+
+def write_faiss_index(index: faiss.Index, path: Path) -> None:
+    """``faiss.write_index`` through rankkit's atomic layer, its bytes passed to a Python file: faiss'
+    own file writer prints a failed ``fclose`` (a full disk) and carries on, which would leave a
+    truncated index in place; here every write error raises, and is one line naming ``path``."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        writer = faiss.PyCallbackIOWriter(handle.write)
+        faiss.write_index(index, writer)
+        del writer  # flushes faiss' buffer into the file before it is closed
 
 
 def _manifest(model_name: str, checkpoint: str | os.PathLike[str] | None, model: BiEncoder) -> dict[str, Any]:

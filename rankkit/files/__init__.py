@@ -16,12 +16,13 @@
 """
 
 from rankkit.files.checks import check_output, check_output_dir, check_outputs
-from rankkit.files.failures import ENVIRONMENT_ERRNOS, reserve, write_failure, writing
+from rankkit.files.failures import ENVIRONMENT_ERRNOS, reserve, write_failure, writing_to
 from rankkit.files.hashing import file_sha256, update_with_file
 from rankkit.files.locks import ResourceBusy, exclusive
 from rankkit.files.paths import PathLike, first_existing, is_gzip, is_stream, user_cache_root
 from rankkit.files.reading import (
-    GZIP_MAGIC, UTF8_BOM, decode_line, is_gzip_file, iter_lines, iter_raw_lines, open_binary, open_text, parse_json_object,
+    GZIP_MAGIC, UTF8_BOM, check_encodable, decode_line, is_gzip_file, iter_lines, iter_raw_lines, max_line, open_binary,
+    open_text, parse_json_object,
 )
 from rankkit.files.temporaries import (
     TEMP_MARK, remove_stale_temporaries, remove_tree, scratch_path, staging_dir, temporary_path,
@@ -29,9 +30,10 @@ from rankkit.files.temporaries import (
 from rankkit.files.writing import atomic_path, atomic_write
 
 __all__ = [
-    "ENVIRONMENT_ERRNOS", "GZIP_MAGIC", "PathLike", "ResourceBusy", "UTF8_BOM", "TEMP_MARK", "atomic_path", "atomic_write",
-    "check_output", "check_output_dir", "check_outputs", "decode_line", "exclusive", "file_sha256", "first_existing", "is_gzip",
-    "is_gzip_file", "is_stream", "iter_lines", "iter_raw_lines", "open_binary", "open_text", "parse_json_object",
-    "remove_stale_temporaries", "remove_tree", "reserve", "scratch_path", "staging_dir", "temporary_path",
-    "update_with_file", "user_cache_root", "write_failure", "writing",
+    "ENVIRONMENT_ERRNOS", "GZIP_MAGIC", "TEMP_MARK", "UTF8_BOM", "atomic_path", "atomic_write", "check_encodable",
+    "check_output", "check_output_dir", "check_outputs", "decode_line", "exclusive", "file_sha256",
+    "first_existing", "is_gzip", "is_gzip_file", "is_stream", "iter_lines", "iter_raw_lines", "max_line",
+    "open_binary", "open_text", "parse_json_object", "PathLike", "remove_stale_temporaries", "remove_tree",
+    "reserve", "ResourceBusy", "scratch_path", "staging_dir", "temporary_path", "update_with_file",
+    "user_cache_root", "write_failure", "writing_to",
 ]

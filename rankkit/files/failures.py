@@ -1,6 +1,6 @@
 """Failures of the machine while writing: a full disk, a quota, a read-only file system, an I/O error.
 
-Inside :func:`writing`, such a failure becomes one :class:`~rankkit.errors.EnvironmentFailure`
+Inside :func:`writing_to`, such a failure becomes one :class:`~rankkit.errors.EnvironmentFailure`
 naming the output (``cannot write runs/x.run: No space left on device (ENOSPC)``, exit code 1),
 whoever wrote the bytes: Python's own file objects (an ``OSError``), Rust's safetensors (``os error
 28`` in its message), faiss (the ``strerror`` text in its C++ message) or torch's zip writer, whose
@@ -91,7 +91,7 @@ def _inside(filename: object, owned: Iterable[Path]) -> bool:
 
 
 @contextlib.contextmanager
-def writing(shown: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None,
+def writing_to(shown: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None,
             owned: Iterable[str | os.PathLike[str]] = ()) -> Iterator[None]:
     """Inside, a machine failure while writing is re-raised as one :class:`EnvironmentFailure` naming ``shown``.
 

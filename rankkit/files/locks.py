@@ -47,20 +47,25 @@ def _holder(fd: int) -> str:
 
 
 @contextlib.contextmanager
-def exclusive(resource: PathLike, what: str, *, wait: bool, lock_dir: PathLike | None = None) -> Iterator[None]:
+def exclusive(resource: PathLike, what: str, *, wait: bool, lock_dir: PathLike | None = None,
+              on_folder: bool = False) -> Iterator[None]:
     """Hold ``resource``'s lock inside the block.
 
     ``wait``: block until the holder is done (a log line says so); otherwise raise
     :class:`ResourceBusy` naming ``what`` (the option, e.g. ``--output``) and the resource. When no
-    lock file can be made (an unwritable cache), the block runs unlocked.
+    lock file can be made (an unwritable cache), the block runs unlocked. ``on_folder``: lock the
+    existing folder ``resource`` itself (its own descriptor; no lock file anywhere).
     """
-    path = lock_path(resource, lock_dir)
     if fcntl is None:
         yield
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        if on_folder:
+            fd = os.open(resource, os.O_RDONLY)
+        else:
+            path = lock_path(resource, lock_dir)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
         yield
         return
@@ -76,9 +81,10 @@ def exclusive(resource: PathLike, what: str, *, wait: bool, lock_dir: PathLike |
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:  # a file system without locks
             pass
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        if not on_folder:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rankkit.errors import RankkitError
-from rankkit.files.failures import write_failure, writing
+from rankkit.files.failures import write_failure, writing_to
 from rankkit.files.paths import PathLike, first_existing
 
 try:  # advisory locks tell a live writer's temporary from a killed one's (POSIX only)
@@ -168,13 +168,13 @@ def make_parent(folder: Path, shown: PathLike) -> None:
 
 
 @contextlib.contextmanager
-def staging_dir(target: PathLike) -> Iterator[Path]:
+def staging_dir(target: PathLike, *, shown: PathLike | None = None) -> Iterator[Path]:
     """A locked temporary folder beside ``target`` with rankkit's temporary mark, removed on any exit.
 
     Build into it, then rename what was built onto ``target``. Leftovers of killed earlier builds of
     the same target are removed first (see :func:`remove_stale_temporaries`). A full disk (or
     another failure of the machine) while building is one :class:`~rankkit.errors.EnvironmentFailure`
-    naming ``target`` (:func:`rankkit.files.failures.writing`).
+    naming ``shown`` (default ``target``; :func:`rankkit.files.failures.writing_to`).
     """
     target = Path(target)
     make_parent(target.parent, target)
@@ -190,7 +190,7 @@ def staging_dir(target: PathLike) -> Iterator[Path]:
     try:
         unblock_signals(blocked)
         lock_fd(fd)
-        with writing(target, folder, owned=[folder]):
+        with writing_to(shown if shown is not None else target, folder, owned=[folder]):
             yield folder
     finally:
         try:
@@ -200,11 +200,12 @@ def staging_dir(target: PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def scratch_path(target: PathLike, suffix: str = "") -> Iterator[Path]:
+def scratch_path(target: PathLike, suffix: str = "", *, shown: PathLike | None = None) -> Iterator[Path]:
     """A temporary file beside ``target`` (rankkit's mark, locked, ``suffix`` kept) that is removed on any exit.
 
     For inputs handed to another process or library by name (calibration arrays for a child
     process); what should become ``target`` is written through :func:`rankkit.files.atomic_path`.
+    A machine failure while it is in use is one line naming ``shown`` (default: ``target``).
     """
     target = Path(target)
     make_parent(target.parent, target)
@@ -220,7 +221,7 @@ def scratch_path(target: PathLike, suffix: str = "") -> Iterator[Path]:
     try:
         unblock_signals(blocked)
         lock_fd(fd)
-        with writing(target, target.parent, owned=[path]):
+        with writing_to(shown if shown is not None else target, target.parent, owned=[path]):
             yield path
     finally:
         try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Iterator, Sequence
 
 from rankkit.errors import RankkitError
-from rankkit.files.failures import write_failure, writing
+from rankkit.files.failures import write_failure, writing_to
 from rankkit.files.paths import PathLike, is_gzip, is_stream
 from rankkit.files.temporaries import block_signals, lock_fd, make_parent, remove_stale_temporaries, temp_prefix, unblock_signals
 
@@ -50,7 +50,7 @@ def _text_writer(binary: IO[bytes], gzipped: bool) -> Iterator[IO[str]]:
 def _write_through(path: PathLike) -> Iterator[IO[str]]:
     """Write into a stream output as it comes (a pipe cannot be renamed over, nor made atomic)."""
     if _is_stdout(path):
-        with writing("standard output" if str(path) == "-" else path):
+        with writing_to("standard output" if str(path) == "-" else path):
             sys.stdout.flush()
             yield sys.stdout
             sys.stdout.flush()
@@ -60,7 +60,7 @@ def _write_through(path: PathLike) -> Iterator[IO[str]]:
         binary = open(path, "ab")
     except OSError as err:
         raise write_failure(err, path) or RankkitError(f"cannot write {path}: {err.strerror or err}") from None
-    with writing(path, owned=[path]), binary, _text_writer(binary, is_gzip(path)) as handle:
+    with writing_to(path, owned=[path]), binary, _text_writer(binary, is_gzip(path)) as handle:
         yield handle
 
 
@@ -98,7 +98,7 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         # run's clean-up sees this temporary as in use, never as a leftover.
         lock_fd(fd)
         binary = io.open(fd, "wb", closefd=False)
-        with writing(shown, target.parent, owned=[tmp]), binary, _text_writer(binary, is_gzip(target)) as handle:
+        with writing_to(shown, target.parent, owned=[tmp]), binary, _text_writer(binary, is_gzip(target)) as handle:
             yield handle
         _commit(tmp, target, shown)
     except BaseException:
@@ -117,7 +117,7 @@ def _commit(tmp: Path, target: Path, shown: PathLike) -> None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    with writing(shown, target.parent, owned=[tmp, target]):
+    with writing_to(shown, target.parent, owned=[tmp, target]):
         os.chmod(tmp, mode)
         os.replace(tmp, target)
 
@@ -134,8 +134,8 @@ def atomic_path(path: PathLike, *, suffix: str = "", companions: Sequence[str] =
     was; a machine failure while writing is one :class:`~rankkit.errors.EnvironmentFailure` naming
     ``path``::
 
-        with atomic_path(out / "index.faiss") as tmp:
-            faiss.write_index(index, str(tmp))
+        with atomic_path(folder / "model.safetensors") as tmp:
+            safetensors.torch.save_file(state, str(tmp))
     """
     if companions and not suffix:
         raise ValueError("companion files need a suffix to replace")
@@ -157,12 +157,12 @@ def atomic_path(path: PathLike, *, suffix: str = "", companions: Sequence[str] =
     try:
         unblock_signals(blocked)
         lock_fd(fd)
-        with writing(shown, target.parent, owned=[tmp, *(made for made, _ in extras)]):
+        with writing_to(shown, target.parent, owned=[tmp, *(made for made, _ in extras)]):
             yield tmp
         for made, final in extras:
             if not made.is_file():
                 raise RankkitError(f"cannot write {shown}: the writer made no {made.suffix} file beside it")
-            with writing(shown, target.parent, owned=[made, final]):
+            with writing_to(shown, target.parent, owned=[made, final]):
                 os.replace(made, final)
         _commit(tmp, target, shown)
     except BaseException:

@@ -84,7 +84,7 @@ def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mappin
     target.mkdir(parents=True, exist_ok=True)
     # Staged inside the folder (same file system for the renames) under rankkit's temporary mark:
     # a save killed by SIGKILL leaves it behind and the next save removes it.
-    with staging_dir(target / ".model") as tmp:
+    with staging_dir(target / ".model", shown=target) as tmp:
         write_model_files(model, tmp, meta)
         names = sorted(p.name for p in tmp.iterdir())
         for name in [n for n in names if n != RANKKIT_JSON] + [RANKKIT_JSON]:

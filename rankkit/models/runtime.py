@@ -47,9 +47,6 @@ import hashlib
 import json
 import logging
 import os
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -63,6 +60,10 @@ from torch import nn
 from rankkit.console import log
 from rankkit.devices import PRECISIONS, check_precision
 from rankkit.errors import RankkitError
+from rankkit.files import (
+    atomic_write, exclusive, file_sha256, scratch_path, user_cache_root, write_failure, writing_to,
+)
+from rankkit.models import openvino_quantize
 
 BACKENDS = ("torch", "onnx", "openvino")
 QUANTIZATIONS = ("none", "int8")
@@ -237,11 +238,8 @@ class _KeywordEncoder(nn.Module):
 # -- cache ---------------------------------------------------------------------------------------
 
 def cache_root() -> Path:
-    """rankkit's cache folder: ``$RANKKIT_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``."""
-    explicit = os.environ.get("RANKKIT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "rankkit"
+    """rankkit's cache folder (:func:`rankkit.files.user_cache_root`)."""
+    return user_cache_root()
 
 
 def weights_key(slot: EncoderSlot) -> str:
@@ -264,24 +262,11 @@ def export_folder(checkpoint: str | os.PathLike[str] | None, key: str) -> Path:
     return cache_root() / "onnx" / key[:16]
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def _temporary(folder: Path, suffix: str) -> Iterator[Path]:
-    """A temporary file name in ``folder`` (same file system as the final name), removed on any exit."""
-    fd, name = tempfile.mkstemp(prefix=".rankkit-tmp-onnx-", suffix=suffix, dir=folder)
-    os.close(fd)
-    path = Path(name)
-    try:
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
+def _temporary(folder: Path, suffix: str) -> contextlib.AbstractContextManager[Path]:
+    """A marked, locked temporary file in ``folder`` (same file system as the final name), removed on
+    any exit and, after a SIGKILL, by the next export into ``folder``; a full disk while it is written
+    is one line naming ``folder`` (:func:`rankkit.files.scratch_path`)."""
+    return scratch_path(folder / "export", suffix, shown=folder)
 
 
 # -- export and checks ---------------------------------------------------------------------------
@@ -365,8 +350,9 @@ def export_onnx(slot: EncoderSlot, path: Path) -> None:
                               input_names=list(slot.inputs), output_names=["output"], dynamic_axes=dynamic,
                               opset_version=OPSET, do_constant_folding=True, dynamo=False)
     except Exception as err:
-        raise RankkitError(f"cannot export {slot.name} to ONNX ({type(err).__name__}: "
-                           f"{' '.join(str(err).split())[:200]}); use --backend torch") from None
+        raise write_failure(err, path.parent, path.parent) or RankkitError(
+            f"cannot export {slot.name} to ONNX ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+            "use --backend torch") from None
     finally:
         module.train(was_training)
         if attention is not None:
@@ -557,10 +543,10 @@ def _remove_stale(folder: Path, slot: EncoderSlot, key: str) -> None:
 def _commit(tmp: Path, folder: Path, name: str, record: ExportRecord, record_name: str) -> Path:
     """Move a checked export into place, then its record (the record's presence marks it complete)."""
     final = folder / name
-    os.replace(tmp, final)
-    with _temporary(folder, ".json") as tmp_record:
-        tmp_record.write_text(json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp_record, folder / record_name)
+    with writing_to(folder, folder, owned=[tmp, final]):
+        os.replace(tmp, final)
+    with atomic_write(folder / record_name) as handle:
+        handle.write(json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
     return final
 
 
@@ -593,8 +579,9 @@ def build_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str) -> Path:
             with _quiet_warnings(), _quiet_logging():
                 quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
         except Exception as err:
-            raise RankkitError(f"cannot quantize {fp32} to int8 ({type(err).__name__}: "
-                               f"{' '.join(str(err).split())[:200]}); use --quantize none") from None
+            raise write_failure(err, folder, folder) or RankkitError(
+                f"cannot quantize {fp32} to int8 ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+                "use --quantize none") from None
         diff, cosine = check_against(slot, tmp, lambda feeds: _run_probe(fp32, slot, feeds))
         record = ExportRecord(name, file_sha256(tmp), key, "int8", diff, float(cosine.min()), float(cosine.mean()),
                               time.perf_counter() - started)
@@ -657,9 +644,8 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
             np.savez(npz, **arrays)
             log(f"calibrating static int8 of {slot.name} with NNCF on {len(samples)} inputs (once per checkpoint; "
                 "about 20 s for a MiniLM-sized encoder)")
-            # NNCF runs in a child process (rankkit/models/openvino_quantize.py says why).
-            child = subprocess.run([sys.executable, "-m", "rankkit.models.openvino_quantize", str(fp32), str(tmp), str(npz)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # NNCF runs in a child process that dies with this one (rankkit/models/openvino_quantize.py says why).
+            child = openvino_quantize.run(str(fp32), str(tmp), str(npz))
             if child.returncode != 0 or not tmp_bin.is_file():
                 lines = [line for line in child.stderr.splitlines() if line.strip()]
                 reason = lines[-1] if lines else f"exit code {child.returncode}"
@@ -671,7 +657,8 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
             record = ExportRecord(name, file_sha256(tmp), key, "openvino-int8", diff, float(cosine.min()),
                                   float(cosine.mean()), time.perf_counter() - started, bin_sha256=file_sha256(tmp_bin),
                                   calibration=file_sha256(CALIBRATION_FILE))
-            os.replace(tmp_bin, (folder / name).with_suffix(".bin"))
+            with writing_to(folder, folder, owned=[tmp_bin]):
+                os.replace(tmp_bin, (folder / name).with_suffix(".bin"))
             path = _commit(tmp, folder, name, record, record_name)
         finally:
             tmp_bin.unlink(missing_ok=True)
@@ -700,19 +687,20 @@ def prepare_export(slot: EncoderSlot, quantize: str, checkpoint: str | os.PathLi
     except OSError as err:
         raise RankkitError(f"cannot create the ONNX cache folder {folder}: {err.strerror or err} "
                            "(set RANKKIT_CACHE_DIR to a writable folder)") from None
-    _remove_stale(folder, slot, key)
-    fp32 = _cached(folder, slot, key, "none")
-    if quantize == "none" and fp32 is not None:
-        return fp32
-    if quantize in ("int8", "openvino-int8"):
-        int8 = _cached(folder, slot, key, quantize)
-        if int8 is not None:
-            return int8
-    if fp32 is None:
-        fp32 = build_fp32(slot, folder, key)
-    if quantize == "openvino-int8":
-        return build_openvino_int8(slot, fp32, folder, key, tokenizer)
-    return fp32 if quantize == "none" else build_int8(slot, fp32, folder, key)
+    with exclusive(folder, "the export cache", wait=True, on_folder=True):
+        _remove_stale(folder, slot, key)
+        fp32 = _cached(folder, slot, key, "none")
+        if quantize == "none" and fp32 is not None:
+            return fp32
+        if quantize in ("int8", "openvino-int8"):
+            int8 = _cached(folder, slot, key, quantize)
+            if int8 is not None:
+                return int8
+        if fp32 is None:
+            fp32 = build_fp32(slot, folder, key)
+        if quantize == "openvino-int8":
+            return build_openvino_int8(slot, fp32, folder, key, tokenizer)
+        return fp32 if quantize == "none" else build_int8(slot, fp32, folder, key)
 
 
 def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.PathLike[str] | None = None,

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import torch
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.files import staging_dir
+from rankkit.files import atomic_write, staging_dir, writing_to
 from rankkit.models import RankingModel
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
@@ -131,8 +131,8 @@ def check_resume_keys(folder: Path, saved: Any, current: Mapping[str, Any]) -> N
 
 
 def append_log(path: Path, record: Mapping[str, Any]) -> None:
-    """One JSON line in train.log."""
-    with open(path, "a", encoding="utf-8") as handle:
+    """One JSON line in train.log (appended: a full disk is one line naming the log, exit 1)."""
+    with writing_to(path, path.parent, owned=[path]), open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
@@ -147,4 +147,5 @@ def truncate_log(path: Path, step: int) -> None:
                 kept.append(line)
         except (ValueError, AttributeError):
             continue
-    path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+    with atomic_write(path) as handle:
+        handle.write("".join(k + "\n" for k in kept))
