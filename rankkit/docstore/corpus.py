@@ -274,7 +274,7 @@ class CorpusDocStore(DocStore):
             raise RankkitError(f"the docid table cache {folder} is not writable; give --cache-dir DIR")
         # One builder per table: a second process waits, then finds the table built (never moves a
         # table away while the first one opens it).
-        with exclusive(target, "the docid table", wait=True, lock_dir=folder):
+        with exclusive(target, "the docid table", wait=True):
             if _is_fresh(target, corpus):
                 return target
             if target.exists():

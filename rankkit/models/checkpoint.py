@@ -41,9 +41,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path`` (size and nesting bounded) or an :class:`InputError` naming the file."""
-    if not path.is_file():
-        raise InputError(path, None, "no such file")
+    """A JSON object from ``path`` (a regular file; size and nesting bounded) or an :class:`InputError` naming the file."""
     data = read_bounded_json(path, within=path.parent)
     if not isinstance(data, dict):
         raise InputError(path, None, "expected a JSON object")
@@ -62,8 +60,8 @@ def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def is_checkpoint(folder: str | os.PathLike[str]) -> bool:
-    """True when ``folder`` holds a rankkit.json (a model trained or saved by rankkit)."""
-    return (Path(folder) / RANKKIT_JSON).is_file()
+    """True when ``folder`` holds a rankkit.json (a model trained or saved by rankkit; what it is, is checked on reading)."""
+    return os.path.lexists(Path(folder) / RANKKIT_JSON)
 
 
 def write_model_files(model: RankingModel, folder: Path, meta: Mapping[str, Any]) -> None:
