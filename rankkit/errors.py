@@ -24,9 +24,17 @@ class RankkitError(Exception):
 
 
 class EnvironmentFailure(RankkitError):
-    """The machine failed a correct command: no space left, quota, read-only file system, I/O error (exit 1)."""
+    """The machine failed a correct command: no space left, quota, read-only file system, I/O error (exit 1).
+
+    ``path`` and ``errno`` name the output and the operating system's error, when there are such.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str, path: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
 
 
 class InputError(RankkitError):

@@ -68,8 +68,9 @@ def failure_errno(err: BaseException, folder: str | os.PathLike[str] | None = No
 
 
 def environment_failure(shown: str | os.PathLike[str], code: int) -> EnvironmentFailure:
-    """``cannot write PATH: No space left on device (ENOSPC)``."""
-    return EnvironmentFailure(f"cannot write {shown}: {os.strerror(code)} ({errno.errorcode.get(code, code)})")
+    """``cannot write PATH: No space left on device (ENOSPC)`` (``.path`` and ``.errno`` kept for callers)."""
+    return EnvironmentFailure(f"cannot write {shown}: {os.strerror(code)} ({errno.errorcode.get(code, code)})",
+                              str(shown), code)
 
 
 def write_failure(err: BaseException, shown: str | os.PathLike[str],
@@ -102,7 +103,9 @@ def writing_to(shown: str | os.PathLike[str], folder: str | os.PathLike[str] | N
     owned_paths = [Path(p) for p in owned]
     try:
         yield
-    except EnvironmentFailure:
+    except EnvironmentFailure as inner:
+        if inner.path is not None and inner.errno is not None and _inside(inner.path, owned_paths):
+            raise environment_failure(shown, inner.errno) from None  # it named a temporary: name the output
         raise
     except BaseException as err:
         if isinstance(err, OSError) and err.filename is not None and not _inside(err.filename, owned_paths):

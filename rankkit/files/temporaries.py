@@ -199,6 +199,23 @@ def staging_dir(target: PathLike, *, shown: PathLike | None = None) -> Iterator[
             os.close(fd)
 
 
+def publish_folder(built: Path, target: Path, *, last: str) -> None:
+    """Move what was built in a staging folder onto ``target``.
+
+    A missing (or empty) ``target`` is replaced by ``built`` in one rename. An existing one keeps
+    its other contents (an index folder also holding its encoded chunks): its ``last`` file (the
+    completion mark, e.g. an index manifest) is removed first, the built files are renamed in, and
+    ``last`` comes in last, so at no moment does ``target`` look complete while it is mixed.
+    """
+    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+        os.replace(built, target)
+        return
+    (target / last).unlink(missing_ok=True)
+    names = sorted(p.name for p in built.iterdir())
+    for name in [n for n in names if n != last] + [n for n in names if n == last]:
+        os.replace(built / name, target / name)
+
+
 @contextlib.contextmanager
 def scratch_path(target: PathLike, suffix: str = "", *, shown: PathLike | None = None) -> Iterator[Path]:
     """A temporary file beside ``target`` (rankkit's mark, locked, ``suffix`` kept) that is removed on any exit.
