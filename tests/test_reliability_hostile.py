@@ -264,3 +264,26 @@ def test_train_flags_are_range_checked(cli: Callable[..., Any], ws: dict[str, Pa
                  CHECKPOINTS / "repbert", flag, value)
     assert result.code == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert not (ws["root"] / "ck").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["rerank", "--max-length", str(10**30)], "--max-length must be between 1 and 1048576, got 1e+30"),
+    (["rerank", "--batch-size", str(10**30)], "--batch-size must be between 1 and 2147483647"),
+    (["eval", "--rel-level", str(10**30)], "--rel-level must be between"),
+    (["eval", "-m", f"nDCG@{10**30}"], "the cutoff must be at most 2,147,483,647"),
+])
+def test_command_numbers_are_range_checked(cli: Callable[..., Any], ws: dict[str, Path], args: list[str],
+                                           message: str) -> None:
+    """Numbers no command can use, refused by name (before: overflow tracebacks from tokenizers and trec_eval)."""
+    qrels = ws["root"] / "qrels.txt"
+    qrels.write_text("t0 0 d0_0 1\n")
+    command, *extra = args
+    if command == "rerank":
+        full = ["rerank", "--model", "mono", "--checkpoint", CHECKPOINTS / "mono", "--run", ws["run"], "--topics",
+                ws["topics"], "--corpus", ws["corpus"], "-o", ws["root"] / "o.run", *extra]
+    else:
+        full = ["eval", ws["run"], "--qrels", qrels, *extra]
+    result = cli(*full)
+    lines = result.stderr.strip().splitlines()
+    assert result.code == 2 and len(lines) == 1 and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr

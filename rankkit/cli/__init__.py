@@ -182,6 +182,10 @@ def main(args: list[str] | None = None) -> None:
         if _received:
             _stopped(_received[0])
         _fail("out of memory (lower --batch-size, or the input's size)", 1)
+    except OverflowError as err:  # a number no option's range check caught: still one line, not a traceback
+        if _received:
+            _stopped(_received[0])
+        _fail(f"a number is too large ({err})")
     except Exception:
         # The Terminated raised by the handler can come out wrapped (an import, __set_name__ and
         # other machinery re-raise it as another type): once a signal arrived, it is the reason.
