@@ -34,6 +34,7 @@ from rankkit.devices import autocast
 from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import EnvironmentFailure, InputError, RankkitError, is_out_of_memory
 from rankkit.files import atomic_path
+from rankkit.files.limits import read_json
 from rankkit.formats import atomic_write, iter_corpus
 from rankkit.formats.corpus import count_documents
 from rankkit.models.base import BiEncoder
@@ -120,7 +121,7 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
     if not dist.main:
         pass  # rank 0 checks or writes the manifest; the others wait for it at the barrier below
     elif existing.is_file():
-        old = json.loads(existing.read_text(encoding="utf-8"))
+        old = read_json(existing, within=out)
         new = json.loads(json.dumps(full_manifest))  # the JSON view (tuples become lists)
         if old != new:
             differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -200,5 +201,4 @@ def read_encoding(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     emb = folder / EMBEDDINGS
     if not (emb / DONE).is_file():
         raise InputError(folder, None, "no finished dense encoding here (embeddings/done.json missing)")
-    return (json.loads((emb / MANIFEST).read_text(encoding="utf-8")),
-            json.loads((emb / DONE).read_text(encoding="utf-8")))
+    return read_json(emb / MANIFEST, within=emb), read_json(emb / DONE, within=emb)
