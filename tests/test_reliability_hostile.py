@@ -287,3 +287,21 @@ def test_command_numbers_are_range_checked(cli: Callable[..., Any], ws: dict[str
     lines = result.stderr.strip().splitlines()
     assert result.code == 2 and len(lines) == 1 and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_real_folders_pass_the_checks() -> None:
+    """No false alarm: every checkpoint in tests/data and the packaged MiniLM pass, and the size a
+    config implies stays below what its weights hold (the estimate is a lower bound)."""
+    from rankkit.models import safe_loading
+    from rankkit.models.backbone import default_backbone_path
+
+    folders = sorted(p for p in CHECKPOINTS.iterdir() if p.is_dir())
+    folders += sorted(p for p in (CHECKPOINTS.parent / "checkpoints-issue17").iterdir() if p.is_dir())
+    for folder in folders:
+        safe_loading.check_checkpoint(folder)
+    minilm = default_backbone_path()
+    safe_loading.check_hf_folder(minilm)
+    config = json.loads((minilm / "config.json").read_text())
+    implied = safe_loading.config_parameters(config, minilm / "config.json")
+    weights, _ = safe_loading.folder_weights(minilm)
+    assert 0.8 * weights < implied <= weights, (implied, weights)  # tight, and below

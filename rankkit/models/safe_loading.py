@@ -170,11 +170,12 @@ def _size(config: Mapping[str, Any], source: Path, *names: str) -> int | None:
         if name not in config or config[name] is None:
             continue
         value = config[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CONFIG_INT:
+        whole = isinstance(value, int) or isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        if isinstance(value, bool) or not whole or not 0 <= value <= MAX_CONFIG_INT:
             shown = repr(value)
             raise InputError(source, None, f"{name} = {shown[:40]} is not a size (a whole number from 0 to "
                                            f"{MAX_CONFIG_INT:,})")
-        return value
+        return int(value)
     return None
 
 
