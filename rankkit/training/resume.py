@@ -21,7 +21,7 @@ import torch
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import atomic_write, staging_dir, writing_to
-from rankkit.models import RankingModel
+from rankkit.models import RankingModel, safe_loading
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
 TRAINER_STATE = "trainer_state.json"
@@ -80,6 +80,7 @@ def load_step_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def load_step_weights(model: RankingModel, folder: Path) -> None:
     """Copy a step checkpoint's weights into an already built ``model`` of the same architecture."""
+    safe_loading.check_checkpoint(folder)  # a resumed folder may have been copied from elsewhere
     saved = type(model).load(folder, read_config(type(model), read_meta(folder), folder))
     model.load_state_dict(saved.state_dict(), strict=True)
 
