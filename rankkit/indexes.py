@@ -31,6 +31,7 @@ from rankkit.console import log
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import atomic_write
 from rankkit.files import PathLike
+from rankkit.files.limits import read_json
 
 MANIFEST_NAME = "rankkit-index.json"
 MANIFEST_FORMAT = 1
@@ -99,10 +100,7 @@ def read_manifest(index_dir: PathLike, kinds: tuple[str, ...] | None = None) -> 
             f"{folder} is not a rankkit index (no {MANIFEST_NAME}), nor a Lucene index (no segments_N file) "
             "or a Pyserini faiss index (no index + docid files); build one with `rankkit index`"
         )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InputError(path, None, f"unreadable index manifest: {err}") from None
+    manifest = read_json(path, within=folder)  # size and nesting bounded: an index may come from anyone
     if (
         not isinstance(manifest, dict)
         or manifest.get("rankkit_index") != MANIFEST_FORMAT

@@ -3,7 +3,9 @@
 Subcommand modules are discovered by name (``<stage>_cmd.py``), so adding a stage is adding a
 file. Every failure the user can cause prints one line, ``rankkit: error: ...``, and exits with
 code 2: :class:`rankkit.errors.RankkitError`, usage errors (unknown option, value out of range)
-and operating-system errors on a named file. SIGTERM and SIGHUP are raised as
+and operating-system errors on a named file. A failure of the machine rather than the command
+(:class:`rankkit.errors.EnvironmentFailure`: a full disk, a read-only file system, an I/O error;
+running out of memory) is one line too, with exit code 1. SIGTERM and SIGHUP are raised as
 :class:`rankkit.errors.Terminated` (a ``KeyboardInterrupt``), so they clean up exactly as Ctrl-C.
 Set ``RANKKIT_DEBUG=1`` to get the traceback of an operating-system error instead.
 
@@ -36,6 +38,7 @@ except ImportError:  # pragma: no cover
 
 from rankkit.cli.app import app
 from rankkit.errors import RankkitError, Terminated
+from rankkit.files.failures import ENVIRONMENT_ERRNOS
 
 
 # Help lists subcommands in the order a pipeline uses them; unknown ones follow alphabetically.
@@ -88,9 +91,16 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+#: The longest error line printed: a message quoting an input (an id, a line) is cut, never a whole file.
+MAX_ERROR_CHARS = 1000
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     sys.stdout.flush()
-    sys.stderr.write(f"rankkit: error: {' '.join(message.split())}\n")
+    line = " ".join(message.split())
+    if len(line) > MAX_ERROR_CHARS:
+        line = f"{line[:MAX_ERROR_CHARS]}... ({len(line) - MAX_ERROR_CHARS:,} more characters cut)"
+    sys.stderr.write(f"rankkit: error: {line}\n")
     sys.stderr.flush()
     sys.exit(code)
 
@@ -175,7 +185,7 @@ def main(args: list[str] | None = None) -> None:
             # standalone_mode=False: usage errors come back to us, to be printed as one line.
             code = app(args=args, prog_name="rankkit", standalone_mode=False)
     except RankkitError as err:
-        _fail(str(err))
+        _fail(str(err), err.exit_code)
     except click_exceptions.NoArgsIsHelpError as err:
         err.show()  # `rankkit` alone, or a group without its subcommand: the help text
         sys.exit(err.exit_code)
@@ -193,7 +203,16 @@ def main(args: list[str] | None = None) -> None:
         if os.environ.get("RANKKIT_DEBUG"):
             raise
         where = f"{err.filename}: " if err.filename else ""
-        _fail(f"{where}{err.strerror or err}", 2 if err.filename else 1)
+        environment = err.errno in ENVIRONMENT_ERRNOS or not err.filename
+        _fail(f"{where}{err.strerror or err}", 1 if environment else 2)
+    except MemoryError:
+        if _received:
+            _stopped(_received[0])
+        _fail("out of memory (lower --batch-size, or the input's size)", 1)
+    except OverflowError as err:  # a number no option's range check caught: still one line, not a traceback
+        if _received:
+            _stopped(_received[0])
+        _fail(f"a number is too large ({err})")
     except Exception:
         # The Terminated raised by the handler can come out wrapped (an import, __set_name__ and
         # other machinery re-raise it as another type): once a signal arrived, it is the reason.

@@ -64,6 +64,12 @@ def _each(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+#: Ceilings of integer options that have no natural one: a count of items (depth, batch size) and a
+#: number of tokens. Past them a value only comes from a typo, and would reach C code as an overflow.
+MAX_COUNT = 2**31 - 1
+MAX_TOKENS = 1 << 20
+
+
 def int_range(minimum: int | None = None, maximum: int | None = None) -> Check:
     """A callback refusing integers below ``minimum`` or above ``maximum`` (``None``: unbounded)."""
 
@@ -78,7 +84,8 @@ def int_range(minimum: int | None = None, maximum: int | None = None) -> Check:
                     need = f"at most {maximum}"
                 else:
                     need = f"between {minimum} and {maximum}"
-                raise RankkitError(f"{_name(param)} must be {need}, got {item}")
+                shown = item if len(str(item)) <= 24 else f"{float(item):.3g}"
+                raise RankkitError(f"{_name(param)} must be {need}, got {shown}")
         return value
 
     return check
@@ -111,7 +118,8 @@ def float_range(
                     need = f"{'less than' if max_open else 'at most'} {_fmt(maximum)}"
                 else:
                     need = f"in {left}{_fmt(minimum)}, {_fmt(maximum)}{right}"
-                raise RankkitError(f"{_name(param)} must be {need}, got {item}")
+                shown = item if len(str(item)) <= 24 else f"{float(item):.3g}"
+                raise RankkitError(f"{_name(param)} must be {need}, got {shown}")
         return value
 
     return check

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from rankkit.cli.app import app, float_range, int_range
+from rankkit.cli.app import MAX_COUNT, app, float_range, int_range
 from rankkit.errors import RankkitError
 
 FORMATS = ("table", "tsv", "json", "markdown", "latex")
@@ -71,7 +71,8 @@ def eval_command(
         None, "--max-docs", "-M", help="Evaluate only the top N documents of each ranking (trec_eval -M).",
         callback=int_range(1)),
     rel_level: Optional[int] = typer.Option(
-        None, "--rel-level", "-l", help="Minimum label counted relevant by binary measures (trec_eval -l)."),
+        None, "--rel-level", "-l", help="Minimum label counted relevant by binary measures (trec_eval -l).",
+        callback=int_range(-MAX_COUNT, MAX_COUNT)),
 ) -> None:
     """Evaluate RUN [RUN ...] against --qrels, side by side (averages as trec_eval: over the queries in
     both the qrels and the run, unless -c)."""

@@ -240,7 +240,19 @@ def index_command(
     from rankkit.formats.sources import resolve_corpus
 
     corpus = resolve_corpus(corpus)
-    chosen.run(IndexRequest(corpus, index, threads, force, options))
+    with _one_writer(index):
+        chosen.run(IndexRequest(corpus, index, threads, force, options))
+
+
+def _one_writer(index: Path) -> Any:
+    """One ``rankkit index`` at a time into a folder: a second is refused in one line (under torchrun
+    only rank 0 holds the lock; the other ranks write nothing but their chunks)."""
+    import contextlib
+    import os
+
+    from rankkit.files import exclusive
+
+    return exclusive(index, "--index", wait=False) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
 
 
 def _merge(shards: list[Path], index: Path, kind: str, corpus: Optional[Path], docvectors: bool,
@@ -257,6 +269,7 @@ def _merge(shards: list[Path], index: Path, kind: str, corpus: Optional[Path], d
     from rankkit.dense import merge_dense_shards
 
     check_output_dir(index, "--index")
-    _prepare_dense_folder(index, force=False)
-    merge_dense_shards(shards, index, faiss_kind=dense["faiss"], nlist=dense["nlist"], pq_m=dense["pq_m"],
-                       pq_bits=dense["pq_bits"])
+    with _one_writer(index):
+        _prepare_dense_folder(index, force=False)
+        merge_dense_shards(shards, index, faiss_kind=dense["faiss"], nlist=dense["nlist"], pq_m=dense["pq_m"],
+                           pq_bits=dense["pq_bits"])

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from rankkit.cli.app import app
+from rankkit.cli.app import MAX_COUNT, MAX_TOKENS, app, int_range
 from rankkit.cli.model_options import RERANK_PANEL, model_options_of, rerank_options, rerank_settings
 from rankkit.cli.runtime_options import (
     backend_option,
@@ -36,10 +36,13 @@ def rerank_command(
     cache_dir: Optional[Path] = typer.Option(
         None, "--cache-dir", help="Where the corpus's docid table is cached [default: $RANKKIT_CACHE_DIR/docstore, else ${XDG_CACHE_HOME:-~/.cache}/rankkit/docstore; never beside the corpus]."
     ),
-    depth: int = typer.Option(100, "--depth", help="Re-rank each query's top DEPTH; the rest follow unchanged."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Pairs per encoder forward pass."),
+    depth: int = typer.Option(100, "--depth", help="Re-rank each query's top DEPTH; the rest follow unchanged.",
+                              callback=int_range(1, MAX_COUNT)),
+    batch_size: int = typer.Option(32, "--batch-size", help="Pairs per encoder forward pass.",
+                                   callback=int_range(1, MAX_COUNT)),
     max_length: Optional[int] = typer.Option(
-        None, "--max-length", help="Tokens per input: the whole pair (cross-encoders) or the passage (bi-encoders)."
+        None, "--max-length", help="Tokens per input: the whole pair (cross-encoders) or the passage (bi-encoders).",
+        callback=int_range(1, MAX_TOKENS),
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     runtag: Optional[str] = typer.Option(None, "--runtag", help="Run tag (last column) [rankkit-MODEL]."),

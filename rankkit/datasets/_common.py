@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 from rankkit.errors import InputError
+from rankkit.files import file_sha256
 from rankkit.formats import open_text
 
 #: ``../shared/data`` beside the checkout: where the default ``--source`` folders live.
@@ -14,8 +14,8 @@ SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def sha256(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes (recorded in PROVENANCE.txt)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """Hex SHA-256 of a file's bytes (recorded in PROVENANCE.txt; :func:`rankkit.files.file_sha256`)."""
+    return file_sha256(path)
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -32,7 +32,9 @@ import torch
 from rankkit.console import progress_bar
 from rankkit.devices import autocast
 from rankkit.distributed import SINGLE, Dist
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import EnvironmentFailure, InputError, RankkitError, is_out_of_memory
+from rankkit.files import atomic_path
+from rankkit.files.limits import read_json
 from rankkit.formats import atomic_write, iter_corpus
 from rankkit.formats.corpus import count_documents
 from rankkit.models.base import BiEncoder
@@ -119,7 +121,7 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
     if not dist.main:
         pass  # rank 0 checks or writes the manifest; the others wait for it at the barrier below
     elif existing.is_file():
-        old = json.loads(existing.read_text(encoding="utf-8"))
+        old = read_json(existing, within=out)
         new = json.loads(json.dumps(full_manifest))  # the JSON view (tuples become lists)
         if old != new:
             differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -146,9 +148,15 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
             if chunk not in here or (out / f"{chunk_name(chunk)}.npy").is_file():
                 continue
             # The bar moves per batch: a chunk (8,192 documents by default) takes minutes on a CPU.
-            with autocast(precision, model.device):
-                vectors = model.encode(texts or [], is_query=False, batch_size=batch_size,
-                                       on_batch=lambda n: bar.update(task, advance=n))
+            try:
+                with autocast(precision, model.device):
+                    vectors = model.encode(texts or [], is_query=False, batch_size=batch_size,
+                                           on_batch=lambda n: bar.update(task, advance=n))
+            except (MemoryError, RuntimeError) as err:
+                if not is_out_of_memory(err):
+                    raise
+                raise EnvironmentFailure(f"out of memory encoding {batch_size} passages at a time on {model.device}; "
+                                         f"lower --batch-size (now {batch_size})") from None
             _write_chunk(out, chunk, docids, vectors)
         if seen != total_docs:
             raise InputError(corpus, None, f"changed while encoding ({seen} documents, expected {total_docs})")
@@ -164,19 +172,18 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
 
 
 def _write_chunk(out: Path, chunk: int, docids: list[str], vectors: torch.Tensor) -> None:
-    """Docids first, then the vectors through a memory map renamed into place (the completion mark)."""
+    """Docids first, then the vectors, renamed into place (the completion mark).
+
+    The vectors are written with ``write`` calls, not through a memory map: a full disk is then an
+    error naming the chunk (exit 1), where a page of a map over unallocated blocks is a SIGBUS.
+    """
     with atomic_write(out / f"{chunk_name(chunk)}.docids") as handle:
         for docid in docids:
             if any(ch in docid for ch in "\n\r"):
                 raise RankkitError(f"document id {docid!r} contains a line break")
             handle.write(docid + "\n")
-    final = out / f"{chunk_name(chunk)}.npy"
-    tmp = out / f".{chunk_name(chunk)}.npy.tmp"
-    array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=tuple(vectors.shape))
-    array[:] = vectors.numpy()
-    array.flush()
-    del array
-    os.replace(tmp, final)
+    with atomic_path(out / f"{chunk_name(chunk)}.npy", suffix=".npy") as tmp:
+        np.save(tmp, np.ascontiguousarray(vectors.numpy(), dtype=np.float32))
 
 
 def read_chunk(folder: Path, chunk: int) -> tuple[list[str], np.ndarray]:
@@ -194,5 +201,4 @@ def read_encoding(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     emb = folder / EMBEDDINGS
     if not (emb / DONE).is_file():
         raise InputError(folder, None, "no finished dense encoding here (embeddings/done.json missing)")
-    return (json.loads((emb / MANIFEST).read_text(encoding="utf-8")),
-            json.loads((emb / DONE).read_text(encoding="utf-8")))
+    return read_json(emb / MANIFEST, within=emb), read_json(emb / DONE, within=emb)

@@ -33,8 +33,10 @@ from rankkit.console import log, progress_bar
 from rankkit.dense import encode as enc
 from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import InputError, RankkitError
+from rankkit.files import atomic_path, staging_dir
+from rankkit.files.temporaries import publish_folder
 from rankkit.formats import atomic_write
-from rankkit.indexes import new_manifest, read_manifest, write_manifest
+from rankkit.indexes import MANIFEST_NAME, new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
 from rankkit.runtime import LoadedModel, Runtime, load_for_inference
 
@@ -132,10 +134,18 @@ def build_from_chunks(sources: Sequence[tuple[Path, int]], out: Path, *, dim: in
             added += len(docids)
     if added != total:
         raise RankkitError(f"expected {total} vectors, found {added}; re-encode")
-    tmp = out / f".{INDEX_FILE}.tmp"
-    faiss.write_index(index, str(tmp))
-    os.replace(tmp, out / INDEX_FILE)
+    write_faiss_index(index, out / INDEX_FILE)
     return settings
+
+
+def write_faiss_index(index: faiss.Index, path: Path) -> None:
+    """``faiss.write_index`` through rankkit's atomic layer, its bytes passed to a Python file: faiss'
+    own file writer prints a failed ``fclose`` (a full disk) and carries on, which would leave a
+    truncated index in place; here every write error raises, and is one line naming ``path``."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        writer = faiss.PyCallbackIOWriter(handle.write)  # type: ignore[attr-defined]  # in faiss, not its stubs
+        faiss.write_index(index, writer)
+        del writer  # flushes faiss' buffer into the file before it is closed
 
 
 def _manifest(model_name: str, checkpoint: str | os.PathLike[str] | None, model: BiEncoder) -> dict[str, Any]:
@@ -258,8 +268,21 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
     requested = dict(first.get("faiss_requested", {}))
     kind = faiss_kind or requested.get("kind", "flat")
     target = Path(out)
+    # Built in a marked staging folder and moved in, manifest last: an interrupted merge leaves no
+    # half-built index (SIGTERM: nothing; SIGKILL: a leftover the next merge removes).
+    with staging_dir(target) as staging:
+        built = staging / "index"
+        meta = _merge_into(built, owner, total_chunks, first, folders, requested, kind, nlist, pq_m, pq_bits)
+        publish_folder(built, target, last=MANIFEST_NAME)
+    log(f"merged {len(folders)} shards into {target} ({meta['documents']:,} documents)")
+    return meta
+
+
+def _merge_into(built: Path, owner: Mapping[int, Path], total_chunks: int, first: Mapping[str, Any],
+                folders: Sequence[Path], requested: Mapping[str, Any], kind: str, nlist: int | None, pq_m: int | None,
+                pq_bits: int | None) -> dict[str, Any]:
     settings = build_from_chunks(
-        [(owner[c], c) for c in range(total_chunks)], target, dim=int(first["dims"]),
+        [(owner[c], c) for c in range(total_chunks)], built, dim=int(first["dims"]),
         total=int(first["total_documents"]), faiss_kind=kind, nlist=nlist or int(requested.get("nlist", 2000)),
         pq_m=pq_m or int(requested.get("pq_m", 16)), pq_bits=pq_bits or int(requested.get("pq_bits", 8)),
     )
@@ -271,10 +294,9 @@ def merge_dense_shards(dirs: Sequence[str | os.PathLike[str]], out: str | os.Pat
                                        "chunk_size", "chunks")},
         **({"checkpoint_source": first["checkpoint_source"]} if "checkpoint_source" in first else {}),
         documents=int(first["total_documents"]), total_documents=int(first["total_documents"]), shard=[0, 1],
-        faiss=settings, faiss_requested=requested, merged_from=[str(f.resolve()) for f in folders],
+        faiss=settings, faiss_requested=dict(requested), merged_from=[str(f.resolve()) for f in folders],
     )
-    write_manifest(target, meta)
-    log(f"merged {len(folders)} shards into {target} ({meta['documents']:,} documents)")
+    write_manifest(built, meta)
     return meta
 
 

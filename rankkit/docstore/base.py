@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from typing import Iterable, Literal
 
-from rankkit.errors import RankkitError
+from rankkit.errors import RankkitError, excerpt
 from rankkit.formats.ids import docid_hash  # noqa: F401  (re-exported: docstores key their tables by it)
 
 Missing = Literal["error", "skip"]
@@ -16,7 +16,7 @@ class MissingDocumentsError(RankkitError):
 
     def __init__(self, missing: list[str], source: str) -> None:
         self.missing = missing
-        shown = ", ".join(repr(d) for d in missing[:5])
+        shown = ", ".join(excerpt(d) for d in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         super().__init__(f"{len(missing)} docid(s) not found in {source}: {shown}{more}")
 

@@ -37,7 +37,8 @@ from rankkit.console import log, progress_bar
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError, docid_hash
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import (
-    UTF8_BOM, decode_line, is_gzip_file, iter_raw_lines, remove_tree, staging_dir, temporary_path, user_cache_root,
+    UTF8_BOM, decode_line, exclusive, is_gzip_file, iter_raw_lines, max_line, remove_tree, staging_dir,
+    temporary_path, user_cache_root,
 )
 from rankkit.formats.corpus import Document, is_jsonl_corpus, parse_json_document, parse_tsv_document
 
@@ -115,7 +116,7 @@ def _parser(corpus: Path) -> Parser:
 def _line_at(handle: IO[bytes], offset: int, corpus: Path) -> str:
     """The text of the line starting at ``offset`` (line 1, at offset 0, may start with a BOM)."""
     handle.seek(offset)
-    raw = handle.readline()
+    raw = handle.readline(max_line() + 2)  # bounded: the file may have changed since the table was built
     if offset == 0 and raw.startswith(UTF8_BOM):
         raw = raw[len(UTF8_BOM):]
     try:
@@ -271,11 +272,16 @@ class CorpusDocStore(DocStore):
             ) from None
         if not is_writable_dir(folder):
             raise RankkitError(f"the docid table cache {folder} is not writable; give --cache-dir DIR")
-        if target.exists():
-            log(f"{corpus} changed since its docid table was built; rebuilding {target}")
-        else:
-            log(f"building the docid table of {corpus} in {target} (once)")
-        _build_into(corpus, target)
+        # One builder per table: a second process waits, then finds the table built (never moves a
+        # table away while the first one opens it).
+        with exclusive(target, "the docid table", wait=True):
+            if _is_fresh(target, corpus):
+                return target
+            if target.exists():
+                log(f"{corpus} changed since its docid table was built; rebuilding {target}")
+            else:
+                log(f"building the docid table of {corpus} in {target} (once)")
+            _build_into(corpus, target)
         return target
 
     def __len__(self) -> int:

@@ -15,10 +15,18 @@ from rankkit.indexes import read_manifest
 
 def raw_contents(raw: str) -> str:
     """The passage text in a stored raw JsonCollection document (``{"id", "contents"}``)."""
-    record: Any = json.loads(raw)
+    try:
+        record: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise RankkitError("a stored raw document is not JSON; was the index built by rankkit?") from None
     contents = record.get("contents") if isinstance(record, dict) else None
     if not isinstance(contents, str):
         raise RankkitError("a stored raw document has no 'contents'; was the index built by rankkit?")
+    try:
+        contents.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RankkitError("a stored raw document holds a lone surrogate (not Unicode text); "
+                           "was the index built by rankkit?") from None
     return contents
 
 

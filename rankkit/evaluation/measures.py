@@ -295,6 +295,10 @@ def _parse_ir_measures(spec: str) -> Measure:
     return measure
 
 
+#: Largest measure cutoff (the evaluator's C int).
+MAX_CUTOFF = 2**31 - 1
+
+
 def _check_params(spec: str, measure: Measure) -> None:
     """Refuse parameters the evaluator cannot take; a cutoff of 0 aborts pytrec_eval's C code (SIGABRT)."""
     params = measure.params
@@ -302,6 +306,8 @@ def _check_params(spec: str, measure: Measure) -> None:
     if cutoff is not None:
         if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or cutoff != int(cutoff) or cutoff < 1:
             raise RankkitError(f"measure {spec!r}: the cutoff must be a whole number of at least 1, got {cutoff}")
+        if cutoff > MAX_CUTOFF:  # trec_eval's C int
+            raise RankkitError(f"measure {spec[:40]!r}: the cutoff must be at most {MAX_CUTOFF:,}, got {cutoff:.3g}")
     recall = params.get("recall")
     if recall is not None and (not isinstance(recall, (int, float)) or not 0.0 <= recall <= 1.0):
         raise RankkitError(f"measure {spec!r}: the recall level must be between 0 and 1, got {recall}")

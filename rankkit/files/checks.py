@@ -3,11 +3,13 @@ sits under a regular file or in a read-only folder, or is the same file as an in
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rankkit.errors import RankkitError
+from rankkit.files.failures import environment_failure
 from rankkit.files.paths import PathLike, first_existing, is_stream
 from rankkit.files.temporaries import remove_stale_temporaries, writable_dir
 
@@ -42,7 +44,16 @@ def _check_parent(shown: Path, option: str) -> None:
     if not existing.is_dir():
         raise RankkitError(f"{option} {shown}: {existing} is not a directory")
     if not writable_dir(existing):
+        if _read_only_file_system(existing):  # the machine's state, not the command's mistake: exit 1
+            raise environment_failure(shown, errno.EROFS)
         raise RankkitError(f"{option} {shown}: folder {existing} is not writable")
+
+
+def _read_only_file_system(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def check_output_dir(path: PathLike, option: str = "--index") -> None:

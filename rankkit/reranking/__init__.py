@@ -37,7 +37,7 @@ from rankkit.console import log, progress_bar, work_reporter
 from rankkit.devices import autocast
 from rankkit.distributed import SINGLE, Dist
 from rankkit.docstore import DocStore
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import EnvironmentFailure, InputError, RankkitError, excerpt, is_out_of_memory
 from rankkit.formats import read_topics, write_run
 from rankkit.files import iter_lines
 from rankkit.formats.runs import iter_run_queries
@@ -155,7 +155,8 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         pairs = 0
         for qid, ranking in iter_run_queries(run):
             if qid not in texts_of:
-                raise RankkitError(f"query {qid!r} of {run} has no text in {topics}")
+                raise RankkitError(f"query {excerpt(qid)} of {'the run' if isinstance(run, Mapping) else run} has no "
+                                   f"text in {'the topics' if isinstance(topics, Mapping) else topics}")
             chunk.append((qid, ranking))
             pairs += min(depth, len(ranking))
             if pairs >= chunk_pairs:
@@ -171,9 +172,15 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
         wanted = sorted({d for h in heads for d in h})
         passages = store.get_many(wanted)
-        with autocast(precision, torch.device(device)), (work_reporter(on_work) if on_work else nullcontext()):
-            scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
-                                         [[passages[d] for d in h] for h in heads], batch_size)
+        try:
+            with autocast(precision, torch.device(device)), (work_reporter(on_work) if on_work else nullcontext()):
+                scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
+                                             [[passages[d] for d in h] for h in heads], batch_size)
+        except (MemoryError, RuntimeError) as err:
+            if not is_out_of_memory(err):
+                raise
+            raise EnvironmentFailure(f"out of memory scoring {batch_size} pairs at a time on {device}; lower "
+                                     f"--batch-size (now {batch_size})") from None
         out = []
         for (qid, ranking), head, s in zip(chunk, heads, scores):
             top = {docid: float(v) for docid, v in zip(head, s.tolist())}

@@ -22,7 +22,7 @@ import torch
 
 from rankkit.devices import autocast
 from rankkit.docstore import DocStore
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.formats import atomic_write, read_topics
 from rankkit.formats.runs import iter_run_queries
 from rankkit.models import MODELS, RankingModel
@@ -80,10 +80,10 @@ def explain_query(model: RankingModel, run: str | os.PathLike[str], topics: str 
             raise InputError(path, None, "no such file")
     texts_of = topics if isinstance(topics, Mapping) else read_topics(topics)
     if qid not in texts_of:
-        raise RankkitError(f"query {qid!r} has no text in {'the topics' if isinstance(topics, Mapping) else topics}")
+        raise RankkitError(f"query {excerpt(qid)} has no text in {'the topics' if isinstance(topics, Mapping) else topics}")
     ranking = next((r for q, r in iter_run_queries(run) if q == qid), None)
     if ranking is None:
-        raise RankkitError(f"query {qid!r} is not in {run}")
+        raise RankkitError(f"query {excerpt(qid)} is not in {'the run' if isinstance(run, Mapping) else run}")
     docids = [d for d, _ in ranking[:depth]]
     passages = store.get_many(docids)
     texts = [passages[d] for d in docids]

@@ -16,14 +16,14 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from rankkit.console import log
+from rankkit.files import atomic_write, file_sha256, scratch_path, user_cache_root, writing_to
 from rankkit.models.encoder_slots import EncoderSlot
 
 #: Bumped when the export procedure changes, so older cached exports are rebuilt.
@@ -31,11 +31,8 @@ EXPORT_VERSION = 2  # 2: transformers encoders exported with eager attention
 
 
 def cache_root() -> Path:
-    """rankkit's cache folder: ``$RANKKIT_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``."""
-    explicit = os.environ.get("RANKKIT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "rankkit"
+    """rankkit's cache folder (:func:`rankkit.files.user_cache_root`)."""
+    return user_cache_root()
 
 
 def weights_key(slot: EncoderSlot) -> str:
@@ -58,24 +55,11 @@ def export_folder(checkpoint: str | os.PathLike[str] | None, key: str) -> Path:
     return cache_root() / "onnx" / key[:16]
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def temporary_file(folder: Path, suffix: str) -> Iterator[Path]:
-    """A temporary file name in ``folder`` (same file system as the final name), removed on any exit."""
-    fd, name = tempfile.mkstemp(prefix=".rankkit-tmp-onnx-", suffix=suffix, dir=folder)
-    os.close(fd)
-    path = Path(name)
-    try:
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
+def temporary_file(folder: Path, suffix: str) -> contextlib.AbstractContextManager[Path]:
+    """A marked, locked temporary file in ``folder`` (same file system as the final name), removed on any
+    exit and, after a SIGKILL, by the next export into ``folder``; a full disk while it is written is one
+    line naming ``folder`` (:func:`rankkit.files.scratch_path`)."""
+    return scratch_path(folder / "export", suffix, shown=folder)
 
 
 @dataclass
@@ -150,10 +134,10 @@ def remove_stale(folder: Path, slot: EncoderSlot, key: str) -> None:
 def commit_export(tmp: Path, folder: Path, name: str, record: ExportRecord, record_name: str) -> Path:
     """Move a checked export into place, then its record (the record's presence marks it complete)."""
     final = folder / name
-    os.replace(tmp, final)
-    with temporary_file(folder, ".json") as tmp_record:
-        tmp_record.write_text(json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp_record, folder / record_name)
+    with writing_to(folder, folder, owned=[tmp, final]):
+        os.replace(tmp, final)
+    with atomic_write(folder / record_name) as handle:
+        handle.write(json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
     return final
 
 

@@ -29,6 +29,7 @@ from torch import nn
 
 from rankkit.console import log
 from rankkit.errors import RankkitError
+from rankkit.files import exclusive, write_failure
 from rankkit.models.encoder_slots import EncoderSlot
 from rankkit.runtime.cache import (
     ExportRecord,
@@ -148,8 +149,9 @@ def export_onnx(slot: EncoderSlot, path: Path) -> None:
                               input_names=list(slot.inputs), output_names=["output"], dynamic_axes=dynamic,
                               opset_version=OPSET, do_constant_folding=True, dynamo=False)
     except Exception as err:
-        raise RankkitError(f"cannot export {slot.name} to ONNX ({type(err).__name__}: "
-                           f"{' '.join(str(err).split())[:200]}); use --backend torch") from None
+        raise write_failure(err, path.parent, path.parent) or RankkitError(
+            f"cannot export {slot.name} to ONNX ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+            "use --backend torch") from None
     finally:
         module.train(was_training)
         if attention is not None:
@@ -250,17 +252,19 @@ def prepare_export(slot: EncoderSlot, checkpoint: str | os.PathLike[str] | None,
     except OSError as err:
         raise RankkitError(f"cannot create the ONNX cache folder {folder}: {err.strerror or err} "
                            "(set RANKKIT_CACHE_DIR to a writable folder)") from None
-    remove_stale(folder, slot, key)
-    fp32 = cached_export(folder, slot, key, FP32)
-    if quantizer is None and fp32 is not None:
-        return fp32
-    if quantizer is not None:
-        variant = cached_export(folder, slot, key, quantizer.suffix, quantizer.problem)
-        if variant is not None:
-            return variant
-    if fp32 is None:
-        fp32 = build_fp32(slot, folder, key)
-    return fp32 if quantizer is None else quantizer.build(slot, fp32, folder, key)
+    # Two processes on one cache: the second waits, then finds the first one's export.
+    with exclusive(folder, "the export cache", wait=True, on_folder=True):
+        remove_stale(folder, slot, key)
+        fp32 = cached_export(folder, slot, key, FP32)
+        if quantizer is None and fp32 is not None:
+            return fp32
+        if quantizer is not None:
+            variant = cached_export(folder, slot, key, quantizer.suffix, quantizer.problem)
+            if variant is not None:
+                return variant
+        if fp32 is None:
+            fp32 = build_fp32(slot, folder, key)
+        return fp32 if quantizer is None else quantizer.build(slot, fp32, folder, key)
 
 
 __all__ = ["FP32", "OPSET", "TOLERANCE", "Quantizer", "check_against", "export_onnx", "new_session", "prepare_export",

@@ -17,6 +17,7 @@ from torch import nn
 
 from rankkit.console import log
 from rankkit.errors import RankkitError
+from rankkit.files import write_failure
 from rankkit.models.encoder_slots import EncoderSlot
 from rankkit.runtime.adapter import OrtEncoder
 from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256, temporary_file
@@ -51,8 +52,9 @@ class OrtDynamicInt8:
                 with quiet_warnings(), quiet_logging():
                     quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
             except Exception as err:
-                raise RankkitError(f"cannot quantize {fp32} to int8 ({type(err).__name__}: "
-                                   f"{' '.join(str(err).split())[:200]}); use --quantize none") from None
+                raise write_failure(err, folder, folder) or RankkitError(
+                    f"cannot quantize {fp32} to int8 ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+                    "use --quantize none") from None
             diff, cosine = check_against(slot, tmp, lambda feeds: run_probe(fp32, slot, feeds))
             record = ExportRecord(name, file_sha256(tmp), key, "int8", diff, float(cosine.min()), float(cosine.mean()),
                                   time.perf_counter() - started)

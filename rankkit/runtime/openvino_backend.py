@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +25,8 @@ from torch import nn
 from rankkit.console import log
 from rankkit.errors import RankkitError
 from rankkit.models.encoder_slots import EncoderSlot
-from rankkit.runtime import export
+from rankkit.files import writing_to
+from rankkit.runtime import export, openvino_quantize
 from rankkit.runtime.adapter import OrtEncoder
 from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256, temporary_file
 from rankkit.runtime.export import check_against, prepare_export, quiet_warnings, reference_output, run_probe
@@ -165,8 +164,7 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
             log(f"calibrating static int8 of {slot.name} with NNCF on {len(samples)} inputs (once per checkpoint; "
                 "about 20 s for a MiniLM-sized encoder)")
             # NNCF runs in a child process (rankkit/runtime/openvino_quantize.py says why).
-            child = subprocess.run([sys.executable, "-m", "rankkit.runtime.openvino_quantize", str(fp32), str(tmp), str(npz)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            child = openvino_quantize.run(str(fp32), str(tmp), str(npz))
             if child.returncode != 0 or not tmp_bin.is_file():
                 lines = [line for line in child.stderr.splitlines() if line.strip()]
                 reason = lines[-1] if lines else f"exit code {child.returncode}"
@@ -178,7 +176,8 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
             record = ExportRecord(name, file_sha256(tmp), key, "openvino-int8", diff, float(cosine.min()),
                                   float(cosine.mean()), time.perf_counter() - started, bin_sha256=file_sha256(tmp_bin),
                                   calibration=file_sha256(CALIBRATION_FILE))
-            os.replace(tmp_bin, (folder / name).with_suffix(".bin"))
+            with writing_to(folder, folder, owned=[tmp_bin]):
+                os.replace(tmp_bin, (folder / name).with_suffix(".bin"))
             path = commit_export(tmp, folder, name, record, record_name)
         finally:
             tmp_bin.unlink(missing_ok=True)

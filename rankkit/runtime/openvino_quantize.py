@@ -8,14 +8,55 @@ that NNCF's state broke a later training run's forked DataLoader workers was not
 came from forking after OpenVINO had started its thread pools; see tests/conftest.py.)
 ``SAMPLES_NPZ`` holds the calibration examples as arrays named ``<index>/<input name>``; the IR
 (``OUT_XML`` and its ``.bin``) is written for the parent to check.
+
+The child never outlives its parent (:func:`run`): on Linux it asks the kernel for SIGKILL when the
+parent dies (``PR_SET_PDEATHSIG``, so a SIGKILLed ``rankkit`` takes its calibration child with it),
+and the parent kills it on any interruption (SIGTERM, Ctrl-C) before its own clean-up runs.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
 import sys
 from collections import defaultdict
 from typing import Any
+
+#: The parent's process id, passed to the child so it can tell that the parent died before the
+#: death signal was armed.
+PARENT_ENV = "RANKKIT_QUANTIZE_PARENT"
+
+
+def run(fp32: str, out_xml: str, samples_npz: str) -> subprocess.CompletedProcess[str]:
+    """Quantize in a child process (``python -m rankkit.runtime.openvino_quantize``) tied to this one."""
+    args = [sys.executable, "-m", "rankkit.runtime.openvino_quantize", fp32, out_xml, samples_npz]
+    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, PARENT_ENV: str(os.getpid())})
+    try:
+        _, errors = child.communicate()
+    except BaseException:  # SIGTERM/Ctrl-C (rankkit.errors.Terminated) or any failure: no orphan
+        child.kill()
+        child.wait()
+        raise
+    return subprocess.CompletedProcess(args, child.returncode, None, errors)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's kill still applies
+        return
+    parent = os.environ.get(PARENT_ENV)
+    if parent is not None and parent.isdigit() and os.getppid() != int(parent):
+        os._exit(1)  # the parent died before the death signal was armed
 
 
 def quantize(fp32: str, out_xml: str, samples_npz: str) -> None:
@@ -37,6 +78,7 @@ def quantize(fp32: str, out_xml: str, samples_npz: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     if len(argv) != 3:
         print("usage: python -m rankkit.runtime.openvino_quantize FP32_ONNX OUT_XML SAMPLES_NPZ", file=sys.stderr)
         return 2

@@ -122,23 +122,55 @@ def check_schedule(config: TrainConfig) -> None:
         raise RankkitError(f"--lr-decay-every must be a finite number of steps > 0, got {config.lr_decay_every}")
 
 
+#: ``(smallest, largest)`` of every numeric ``rankkit train`` setting, checked by name before any work
+#: (flags and ``--config`` recipes alike). The upper ends are far past any real run and keep a typo
+#: or a hostile recipe (``seed = 2**70``, ``group_size = 10**9``, ``lr = 1e300``) from reaching an
+#: overflow or an allocation: 10^9 optimiser steps take years; 4,096 candidates per group and
+#: 65,536 groups per batch are past any accelerator's memory.
+TRAIN_RANGES: dict[str, tuple[float, float]] = {
+    "seed": (0, 2**32 - 1),  # numpy's and torch's seeds
+    "epochs": (1, 1_000_000),
+    "max_steps": (1, 10**9),
+    "batch_size": (1, 65_536),
+    "group_size": (1, 4_096),
+    "grad_accum": (1, 65_536),
+    "log_every": (1, 10**9),
+    "save_every": (1, 10**9),
+    "keep_checkpoints": (0, 1_000_000),
+    "workers": (0, 256),
+    "dev_max_candidates": (1, 1_000_000),
+    "max_query_length": (1, 1 << 20),
+    "max_doc_length": (1, 1 << 20),
+    "lr": (0.0, 10.0),
+    "weight_decay": (0.0, 1000.0),
+    "warmup": (0.0, 10**9),  # a fraction of the steps (< 1) or a number of steps
+    "max_grad_norm": (0.0, 1e6),
+}
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{float(value):.3g}" if isinstance(value, (int, float)) else text[:21] + "..."
+
+
+def check_ranges(config: TrainConfig) -> None:
+    """Every numeric setting of :data:`TRAIN_RANGES` inside its range (one line naming the option)."""
+    for name, (low, high) in TRAIN_RANGES.items():
+        value = getattr(config, name)
+        if value is None:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if isinstance(low, float) and (not math.isfinite(value) or value < low):
+            raise RankkitError(f"{flag} must be a finite number >= {low:g}, got {value}")
+        if value < low:
+            raise RankkitError(f"{flag} must be at least {low:g}, got {_shown(value)}")
+        if value > high:
+            raise RankkitError(f"{flag} must be at most {high:g}, got {_shown(value)}")
+
+
 def check_config(config: TrainConfig) -> type[RankingModel]:
     """The model class, after checking the numeric settings and the model's own options."""
-    if config.seed < 0:
-        raise RankkitError(f"--seed must be at least 0, got {config.seed}")
-    for name in ("batch_size", "group_size", "grad_accum", "log_every", "dev_max_candidates"):
-        if getattr(config, name) < 1:
-            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("keep_checkpoints", "workers"):
-        if getattr(config, name) < 0:
-            raise RankkitError(f"--{name.replace('_', '-')} must be at least 0")
-    for name in ("save_every", "epochs", "max_steps"):
-        if getattr(config, name) is not None and getattr(config, name) < 1:
-            raise RankkitError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("lr", "weight_decay", "warmup", "max_grad_norm"):
-        value = getattr(config, name)
-        if value is not None and (not math.isfinite(value) or value < 0):
-            raise RankkitError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+    check_ranges(config)
     check_schedule(config)
     if not 0.0 <= config.alpha <= 1.0:
         raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")

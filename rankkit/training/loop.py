@@ -29,6 +29,7 @@ from rankkit.version import __version__
 from rankkit.console import log, progress_bar, warn
 from rankkit.devices import autocast, check_precision
 from rankkit.errors import RankkitError
+from rankkit.files import exclusive
 from rankkit.formats import TrainingGroup, read_groups, read_run
 from rankkit.models import RankingModel, create_model
 from rankkit.models.backbone import backbone_source
@@ -60,7 +61,10 @@ def train(config: TrainConfig, callbacks: Sequence[Callable[[StepInfo], None]] =
     cls = check_config(config)
     dist = init_distributed(config.device)
     try:
-        return Trainer(config, cls, dist).run(callbacks)
+        # One training run per output folder: a second one (or a --resume of a running one) is
+        # refused in one line instead of mixing its checkpoints and log into the first's.
+        with exclusive(config.output, "--output", wait=False) if dist.main else nullcontext():
+            return Trainer(config, cls, dist).run(callbacks)
     finally:
         dist.close()
 

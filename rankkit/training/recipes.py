@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -35,12 +34,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rankkit.errors import InputError, RankkitError
+from rankkit.files.limits import read_toml
 from rankkit.hub import ModelReference
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 RECIPE_KEYS = ("paper", "experiment", "backbone", "cannot_run", "cannot_run_settings", "requires")
 
@@ -141,12 +136,7 @@ def load_recipe(path: Path, kinds: Mapping[str, Any]) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise InputError(path, None, "no such config file")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise InputError(path, None, f"not UTF-8 text ({err.reason})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(path, getattr(err, "lineno", None), f"not valid TOML: {err}") from None
+    data = read_toml(path)  # size and nesting bounded (rankkit.files.limits)
     for section in data:
         if section not in ("recipe", "train"):
             raise InputError(path, None, f"unknown section or key {section!r} (known: [recipe], [train])")

@@ -20,8 +20,8 @@ from typing import Any, Mapping
 import torch
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.files import staging_dir
-from rankkit.models import RankingModel
+from rankkit.files import atomic_write, staging_dir, writing_to
+from rankkit.models import RankingModel, safe_loading
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
 TRAINER_STATE = "trainer_state.json"
@@ -80,6 +80,7 @@ def load_step_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def load_step_weights(model: RankingModel, folder: Path) -> None:
     """Copy a step checkpoint's weights into an already built ``model`` of the same architecture."""
+    safe_loading.check_checkpoint(folder)  # a resumed folder may have been copied from elsewhere
     saved = type(model).load(folder, read_config(type(model), read_meta(folder), folder))
     model.load_state_dict(saved.state_dict(), strict=True)
 
@@ -131,8 +132,8 @@ def check_resume_keys(folder: Path, saved: Any, current: Mapping[str, Any]) -> N
 
 
 def append_log(path: Path, record: Mapping[str, Any]) -> None:
-    """One JSON line in train.log."""
-    with open(path, "a", encoding="utf-8") as handle:
+    """One JSON line in train.log (appended: a full disk is one line naming the log, exit 1)."""
+    with writing_to(path, path.parent, owned=[path]), open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
@@ -147,4 +148,5 @@ def truncate_log(path: Path, step: int) -> None:
                 kept.append(line)
         except (ValueError, AttributeError):
             continue
-    path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+    with atomic_write(path) as handle:
+        handle.write("".join(k + "\n" for k in kept))

@@ -13,7 +13,6 @@ counts twice in a loss. Bi-encoders still see every other in-batch document as a
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 
 from rankkit.errors import RankkitError
+from rankkit.files import file_sha256
 from rankkit.formats import TrainingGroup, read_groups
 from rankkit.models.inputs import GroupBatch
 
@@ -172,12 +172,8 @@ def collate(sampled: Sequence[SampledGroup], group_size: int | None = None,
 
 
 def file_fingerprint(path: Path) -> str:
-    """SHA-256 of a file's bytes (streamed)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """SHA-256 of a file's bytes (streamed; :func:`rankkit.files.file_sha256`)."""
+    return file_sha256(path)
 
 
 def load_training_data(paths: Sequence[Path]) -> tuple[list[TrainingGroup], list[dict[str, Any]]]:

@@ -16,7 +16,7 @@ from typing import Iterator, Mapping
 
 from rankkit.docstore import DocStore, open_docstore
 from rankkit.errors import InputError
-from rankkit.files import PathLike, user_cache_root
+from rankkit.files import PathLike, update_with_file, user_cache_root
 from rankkit.formats.groups import Passage, TrainingGroup, iter_id_triples, write_groups
 from rankkit.formats.sources import load_topics
 
@@ -54,9 +54,7 @@ def _digest(*paths: PathLike) -> str:
         digest.update(str(path).encode("utf-8") + b"\0")
         if not Path(path).is_file():  # an irds: id or a BEIR folder: named, not hashed
             continue
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        update_with_file(digest, path)
     return digest.hexdigest()[:16]
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rankkit.files import reserve
+
 #: Vectors kept in memory at most, in bytes; a larger table goes to a memory-mapped file.
 MEMORY_LIMIT = 1 << 30
 
@@ -46,6 +48,16 @@ class FrozenVectors:
             self._spill = tempfile.TemporaryDirectory(prefix="rankkit-frozen-vectors-", dir=spill_dir)
             path = Path(self._spill.name) / "vectors.npy"
             self.array = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+            # The map's blocks are allocated now: on a full disk this is one line, never a SIGBUS later.
+            fd = os.open(path, os.O_RDWR)
+            try:
+                reserve(fd, os.fstat(fd).st_size, path)
+            except BaseException:
+                del self.array
+                self._spill.cleanup()
+                raise
+            finally:
+                os.close(fd)
 
     @property
     def on_disk(self) -> bool:

@@ -27,7 +27,6 @@ initialised at zero so the untrained model ranks by the zero-shot cosine.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,8 +34,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
+from rankkit.models import safe_loading
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
 from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder, CrossPairEncoder
@@ -175,9 +175,5 @@ def _hf_head(config: ModelConfig) -> bool:
 
 def _model_type(folder: Path) -> str:
     """``model_type`` of a checkpoint's config.json (``rankkit-mono`` for rankkit 0.1's format)."""
-    path = folder / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(path, None, f"unreadable config: {err}") from None
+    config = safe_loading.read_settings(folder / "config.json", folder)
     return str(config.get("model_type", "")) if isinstance(config, dict) else ""
