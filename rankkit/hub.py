@@ -20,7 +20,6 @@ manifests and model cards record: the repo id and the resolved commit, not a cac
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import threading
@@ -216,9 +215,11 @@ def _require_safetensors(folder: Path, repo_id: str, revision: str | None) -> No
 
 def _config_name(folder: Path) -> str | None:
     """``_name_or_path`` of a folder's config.json, when it names a hub id (not a local path)."""
+    from rankkit.files.limits import read_json
+
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = read_json(folder / "config.json", within=folder)
+    except (OSError, InputError):  # provenance only: the loaders refuse a bad config in their own words
         return None
     name = config.get("_name_or_path") if isinstance(config, dict) else None
     return name if isinstance(name, str) and looks_like_hub_id(name) else None

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from rankkit.errors import InputError, RankkitError
+from rankkit.files.limits import read_json
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
 
@@ -51,10 +52,9 @@ OWN_KEYS = ("query_length", "doc_length", "pooling_strategy", "linear_bias", "sc
 def read_config(folder: str | Path) -> dict[str, Any] | None:
     """The config.json of a lightning-ir cross-encoder folder, or None for any other folder."""
     path = Path(folder) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not path.is_file():
         return None
+    config = read_json(path, within=folder)  # bounded: a hostile config.json is one line, not a RecursionError
     if isinstance(config, dict) and "backbone_model_type" in config and "query_length" in config:
         return config
     return None
@@ -135,10 +135,8 @@ def _tokenizer(path: Path) -> Any:
     import transformers
 
     config_path = path / "tokenizer_config.json"
-    try:
-        name = json.loads(config_path.read_text(encoding="utf-8")).get("backbone_tokenizer_class")
-    except (OSError, ValueError, AttributeError):
-        name = None
+    found = read_json(config_path, within=path) if config_path.is_file() else None
+    name = found.get("backbone_tokenizer_class") if isinstance(found, dict) else None
     if name is None:
         return bb.load_tokenizer(path)
     if name not in TOKENIZER_CLASSES:
