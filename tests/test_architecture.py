@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 #: The one downward exception: the package's top-level names forward to the Python API facade
 #: (type-checking import plus a lazy ``__getattr__``), so ``rankkit.rerank(...)`` works while
-#: ``import rankkit`` itself loads nothing (tests/test_api.py holds that).
+#: ``import rankkit`` itself loads nothing (tests/api/test_api.py holds that).
 FACADE = ("rankkit", "rankkit.api")
 #: Units that must never import another unit (beyond the layer rule).
 FORBIDDEN = {

@@ -166,7 +166,7 @@ class RankingModel(torch.nn.Module, abc.ABC):
         candidates (:func:`~rankkit.models.inputs.candidate_batch`), whole queries packed into forward
         passes of about ``batch_size`` candidates, then :meth:`inference_scores`. The one scoring path:
         :meth:`rerank_scores` defaults to it, and a family's faster override must agree with it
-        (tests/test_models_scoring_contract.py)."""
+        (tests/models/test_models_scoring_contract.py)."""
         self.eval()
         out: list[torch.Tensor] = []
         start = 0
