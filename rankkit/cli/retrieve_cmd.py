@@ -136,6 +136,8 @@ def model_of_index(index: Path) -> str:
     Pyserini's), the encoder recorded in a dense index's manifest."""
     from rankkit.indexes import MANIFEST_NAME, foreign_manifest, read_manifest
 
+    if not Path(index).exists():
+        return "bm25"  # bm25 reports the missing index in its own words, after the topics are read
     if not (Path(index) / MANIFEST_NAME).is_file() and Path(index).is_dir():
         found = foreign_manifest(Path(index), None)
         if found is not None and found["kind"] == "bm25":
