@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.rankkit-installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install test demo bench clean
+.PHONY: install test test-fast demo bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,10 @@ test: $(STAMP)
 	$(BIN)/ruff check rankkit tests bench examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q tests
+
+# The fast subset (no JVM, no OpenVINO, no slow modules; markers in tests/conftest.py): under a minute.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not java and not openvino" tests
 
 demo: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" bash examples/demo.sh

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import TOPICS, build_model, documents, tiny_backbone, write_corpus, write_groups, write_topics
+from training_helpers import TOPICS, build_model, documents, write_corpus, write_groups, write_topics
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_run, write_run
@@ -24,10 +24,6 @@ from rankkit.models.cross_encoders.mono import Mono
 QUERIES = ["apple fruit", "river water"]
 TEXTS = [["red apple fruit tree", "car engine", "apple"], ["river water flows", "apple fruit red"]]
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("hf") / "tiny", dropout=0.0)
 
 
 @pytest.fixture(scope="module")

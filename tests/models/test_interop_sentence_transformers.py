@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import build_model, tiny_backbone
+from training_helpers import build_model
 
 from rankkit.errors import RankkitError
 from rankkit.models import RepBERT
@@ -24,10 +24,6 @@ st = pytest.importorskip("sentence_transformers")
 QUERIES = ["apple fruit", "river water flow"]
 DOCUMENTS = ["red apple fruit tree in the garden", "car engine fuel", "the river water flows to the sea"]
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("st") / "tiny", dropout=0.0)
 
 
 def sentence_transformers_folder(backbone: Path, out: Path, pooling: str, normalize: bool,

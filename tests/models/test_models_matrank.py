@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import pytest
 import torch
 from torch import nn
-from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, write_groups
 
 from rankkit.formats import read_groups
 from rankkit.models.checkpoint import load_model, save_model
@@ -24,10 +23,6 @@ from rankkit.models.cross_encoders.matrank import (
 from rankkit.models.outputs import PreferenceOutput
 from rankkit.training import sampling
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("matrank") / "tiny", dropout=0.0)
 
 
 def test_aggregate_means_and_softmaxes_by_hand() -> None:

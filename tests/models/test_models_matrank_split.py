@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import build_model, loss_drops_after_steps, tiny_backbone
+from training_helpers import build_model, loss_drops_after_steps
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
@@ -23,10 +23,6 @@ from rankkit.training import sampling
 #: Pieces of 8 document tokens: piece_length counts the whole input, 6 query + 3 special + 8 = 17.
 OPTIONS = {"piece_length": 17, "max_pieces": 3, "max_query_length": 6, "hidden": 16}
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("matrank_split") / "tiny", dropout=0.0)
 
 
 def build(backbone: Path) -> MatRankSplit:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
@@ -15,10 +15,6 @@ from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
 from rankkit.models.cross_encoders.mono import Mono
 from rankkit.training import sampling
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("mono") / "tiny", dropout=0.0)
 
 
 def test_pair_tokens_and_segments(backbone: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from training_helpers import WORDS, build_model, loss_drops_after_steps, tiny_backbone
+from training_helpers import WORDS, build_model, loss_drops_after_steps
 
 from rankkit.formats import read_groups, read_run, write_run
 from rankkit.models import MODELS
@@ -24,10 +24,6 @@ from rankkit.training import sampling
 PARADE = ["parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn", "parade-transformer"]
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("parade") / "tiny", dropout=0.0)
 
 
 def build(name: str, backbone: Path) -> Parade:

@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import build_model, tiny_backbone
+from training_helpers import build_model
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups, read_run, write_run
@@ -23,10 +23,6 @@ from rankkit.training import sampling
 
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("aggregation") / "tiny", dropout=0.0)
 
 
 def build(name: str, backbone: Path, **extra: object) -> PassageScoreModel:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import build_model, loss_drops_after_steps, tiny_backbone
+from training_helpers import build_model, loss_drops_after_steps
 
 from rankkit.formats import read_groups
 from rankkit.models import MODELS
@@ -17,10 +17,6 @@ from rankkit.training import sampling
 
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("passage_score") / "tiny", dropout=0.0)
 
 
 def build(name: str, backbone: Path) -> PassageScoreModel:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import build_model, tiny_backbone
+from training_helpers import build_model
 
 from rankkit.errors import RankkitError
 from rankkit.formats import Passage, TrainingGroup
@@ -18,10 +18,6 @@ from rankkit.models.bi_encoders.repbert import RepBERTConfig
 from rankkit.models.outputs import InBatchOutput
 from rankkit.training import sampling
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("tiny"), dropout=0.0)
 
 
 def test_registry() -> None:

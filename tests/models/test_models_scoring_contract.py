@@ -9,15 +9,11 @@ from pathlib import Path
 import pytest
 
 from rankkit.models import MODELS
-from rankkit.testing import check_model_contract, tiny_backbone
+from rankkit.testing import check_model_contract
 
 #: Settings a model needs on the tiny 64-position backbone (its defaults assume 512 positions).
 SETTINGS = {"densetrans": {"d_model": 12, "num_heads": 2}, "matrank-split": {"piece_length": 48, "max_query_length": 8}}
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("contract") / "tiny")
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups, read_run
@@ -26,10 +26,6 @@ from rankkit.models.cross_encoders.set_encoder import (
 )
 from rankkit.training import sampling
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("set_encoder") / "tiny", dropout=0.0)
 
 
 @pytest.fixture(scope="module")

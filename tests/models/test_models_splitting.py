@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import build_model, tiny_backbone
+from training_helpers import build_model
 
 from rankkit.errors import RankkitError
 from rankkit.models.backbone import load_encoder, load_tokenizer
@@ -26,10 +26,6 @@ from rankkit.models.documents.splitting import (
 from rankkit.models.inputs import GroupBatch, PassageFeatures
 from rankkit.training.sampling import SampledGroup, collate
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("splitting") / "tiny", dropout=0.0)
 
 
 def test_windows_cover_the_document_with_paper_window_and_stride() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from training_helpers import build_model, loss_drops_after_steps, tiny_backbone, write_groups
+from training_helpers import build_model, loss_drops_after_steps, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
@@ -25,10 +25,6 @@ from rankkit.models.cross_encoders.matrank import MatRank, MatRankCol, aggregate
 from rankkit.models.losses import MatRankLoss
 from rankkit.training import sampling
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("table3") / "tiny", dropout=0.0)
 
 
 def test_registered_names() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import TOPICS, build_model, documents, tiny_backbone
+from training_helpers import TOPICS, build_model, documents
 
 from rankkit.errors import RankkitError
 from rankkit.models import get_model_class
@@ -36,10 +36,6 @@ FAMILIES = [
     ("set-encoder", {}, False),
 ]
 
-
-@pytest.fixture(scope="module")
-def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_backbone(tmp_path_factory.mktemp("runtime") / "tiny", dropout=0.0)
 
 
 @pytest.fixture(autouse=True)
