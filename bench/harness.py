@@ -368,6 +368,7 @@ def machine(*, torch_threads: bool = False) -> dict[str, Any]:
     info: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "cpu": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
         "arch": platform.machine(),
         "system": platform.system(),
         "cores": cores,
@@ -387,10 +388,17 @@ def machine(*, torch_threads: bool = False) -> dict[str, Any]:
     return info
 
 
+def _cpu_flags() -> str:
+    """The CPU's class and the flags that decide it (``rankkit.cpu``), named with every speed number."""
+    from rankkit.cpu import describe_cpu
+
+    return describe_cpu()
+
+
 def machine_line(info: Mapping[str, Any] | None = None) -> str:
     """:func:`machine` in one line for a report's title (the date left out: titles show it)."""
     m = dict(info or machine())
-    parts = [f"{m['cpu']} ({m['arch']}, {m['system']})",
+    parts = [f"{m['cpu']} ({m['arch']}, {m['system']}{', ' + m['cpu_flags'] if m.get('cpu_flags') else ''})",
              f"{m['cores']} CPU cores" + (f" ({m['usable_cores']} usable)" if m["usable_cores"] != m["cores"] else "")]
     if m["torch_threads"] is not None:
         parts.append(f"torch threads {m['torch_threads']}")

@@ -27,6 +27,12 @@ def test_doctor_reports_every_component(cli) -> None:
         "faiss",
         "ONNX",
         "OpenVINO",
+        "CPU",
+        "auto:",
+        "auto:",
+        "auto:",
+        "auto:",
+        "auto:",
         "ir_measures",
         "MiniLM",
     ]

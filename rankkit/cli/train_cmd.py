@@ -52,7 +52,7 @@ def train_command(
     log_every: int = typer.Option(10, "--log-every", help="Write the loss to train.log every N steps."),
     init_checkpoint: Optional[Path] = typer.Option(None, "--init-checkpoint", help="Start from this rankkit checkpoint's weights (same model, or one with a compatible encoder) with a fresh optimiser and schedule."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute the transformer blocks' activations in the backward pass: less memory, about one more forward pass per step."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only). Weights and checkpoints stay fp32."),
+    precision: str = typer.Option("auto", "--precision", help="auto (bf16 on GPUs with bf16, else fp16; on a CPU bf16 where it is native, else fp32: logged and recorded in rankkit.json); fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only). Weights and checkpoints stay fp32."),
     workers: int = typer.Option(0, "--workers", help="Processes preparing batches ahead of the training thread (0: on it); same batches either way."),
     whole_lists: bool = typer.Option(False, "--whole-lists", help="Each group's whole candidate list in teacher order (up to --group-size), not 1 positive + sampled negatives; teacher scores from the groups (rankkit mine --teacher-list K). For ranknet/kl/hinge distillation (Set-Encoder §4.3)."),
     **model_options: Any,
