@@ -326,8 +326,12 @@ def inference(results: Results, backbone: Path, work: Path, sizes: Sizes, deadli
         results.add("inference", {"system": "rankkit mono (rerank_scores)", "precision": precision, "pairs": pairs,
                                   "seconds": seconds, "pairs_per_s": pairs / seconds})
         del model, loaded
-        ce = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device=str(device),
-                          activation_fn=torch.nn.Identity())
+        try:
+            ce = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device=str(device),
+                              activation_fn=torch.nn.Identity())
+        except TypeError:  # sentence-transformers < 4 names it default_activation_function
+            ce = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device=str(device),
+                              default_activation_function=torch.nn.Identity())
         if precision == "bf16":
             ce.model.to(torch.bfloat16)
         flat = [(q, p) for q, c in zip(topics, candidates) for p in c]

@@ -71,7 +71,8 @@ BACKENDS = {"torch": ("torch", "none", "fp32"), "onnx": ("onnx", "none", "fp32")
             "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16"),
             "openvino-int8": ("openvino", "int8", "fp32"), "openvino-int8-bf16": ("openvino", "int8", "bf16"),
             "auto": ("auto", "auto", "auto")}
-MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu"]
+MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu",
+              "--precision", "fp32"]  # the same weights on every CPU (auto would train in bf16 where it is native)
 #: Near-identity pooler of the CrossEncoder copy of mono: tanh(EPS * h) / EPS = h (1 - (EPS h)^2 / 3 ...).
 EPS = 1e-3
 #: DL20 passages the OpenVINO-int8 peer is calibrated on (DL19 is never tuned on).
