@@ -36,8 +36,9 @@ from rankkit.runtime.registry import backend_names, get_backend
 from rankkit.runtime.settings import AUTO, Runtime
 
 #: Where each row's numbers come from.
-AVX512_BF16_RUN = ("AMD EPYC, 2 threads, flags avx2 fma avx512f avx512_vnni avx512_bf16 (no AMX); "
-                   "bench/inference.py, DL19 BM25 top-100, 4,300 pairs; docs/RESULTS.md, issue 16, 2026-11-23")
+AVX512_BF16_RUN = ("AMD EPYC, flags avx2 fma avx512f avx512_vnni avx512_bf16 (no AMX); bench/inference.py, DL19 BM25 "
+                   "top-100: 2 threads, docs/RESULTS.md issue 16 (2026-11-23), and 1 thread on a Zen 5 EPYC "
+                   "(family 26), 3 interleaved rounds, docs/RESULTS.md issue 26 (2026-11-27)")
 AVX2_RUN = ("AMD EPYC Zen 3, 2 threads, flags avx2 fma (no VNNI, no AVX-512, no native bf16); 12 DL19 queries x "
             "BM25 top-100, interleaved over 3 rounds (issue 26's text); quality: docs/RESULTS.md issue 16 "
             "(Zen 3, DL19 top-20)")
@@ -82,18 +83,23 @@ _NO_BF16 = " (its int8/fp32 kernels; bf16 unused; not measured on a CPU of this 
 TABLE: tuple[Row, ...] = tuple(
     # AVX-512 with VNNI and native bf16 (and AMX CPUs, which have both).
     _rows("avx512-bf16", "bi-encoder", "rerank", AVX512_BF16_RUN,
-          ("openvino", "int8", "bf16", "3.51x torch fp32 re-ranking", "DL19 nDCG@10 -0.0031"),
-          ("openvino", "none", "bf16", "2.36x re-ranking", "nDCG@10 +0.0001"),
-          ("onnx", "int8", "fp32", "2.34x re-ranking", "nDCG@10 +0.0015"), _OV_FP32_AVX512)
+          ("openvino", "int8", "bf16", "3.51x torch fp32 re-ranking (2 threads), 5.63x (1 thread, Zen 5)",
+           "DL19 nDCG@10 -0.0031; MEDLINE (out of domain) +0.0002"),
+          ("openvino", "none", "bf16", "2.36x re-ranking (2 threads), 3.66x (1 thread)", "nDCG@10 +0.0001"),
+          ("onnx", "int8", "fp32", "2.34x re-ranking (2 threads), 3.78x (1 thread)", "nDCG@10 +0.0015"),
+          _OV_FP32_AVX512)
     # Encoding a whole corpus: static int8 + bf16 moved the demo's dense retrieval over the DL19 pool by
     # -0.0067 nDCG@10 (outside the 0.005 band), bf16 alone by -0.0018.
     + _rows("avx512-bf16", "bi-encoder", "encode", DEMO_RUN,
-            ("openvino", "none", "bf16", "2.08x torch fp32 encoding",
-             "dense retrieval over the DL19 pool nDCG@10 -0.0018, vectors at cosine 1.0000"), _OV_FP32_AVX512)
+            ("openvino", "none", "bf16", "2.08x torch fp32 encoding (2 threads), 3.77x (1 thread, Zen 5)",
+             "dense retrieval over the DL19 pool nDCG@10 -0.0018 (ONNX Runtime int8: -0.0103)"), _OV_FP32_AVX512)
     + _rows("avx512-bf16", "cross-encoder", "rerank", AVX512_BF16_RUN,
-            ("openvino", "int8", "bf16", "3.13x torch fp32 re-ranking", "DL19 nDCG@10 -0.0029"),
-            ("onnx", "int8", "fp32", "2.26x re-ranking", "nDCG@10 -0.0032"),
-            ("openvino", "none", "bf16", "2.03x re-ranking", "nDCG@10 -0.0028"), _OV_FP32_AVX512)
+            ("openvino", "int8", "bf16", "3.13x torch fp32 re-ranking (2 threads), 5.67x (1 thread, Zen 5)",
+             "DL19 nDCG@10 -0.0029 and +0.0011 (two monos); MEDLINE (out of domain) +0.0021"),
+            ("openvino", "none", "bf16", "2.03x re-ranking (2 threads), 3.77x (1 thread)",
+             "nDCG@10 -0.0028 and +0.0002 (two monos)"),
+            ("onnx", "int8", "fp32", "2.26x re-ranking (2 threads), 3.72x (1 thread)",
+             "nDCG@10 -0.0032 and -0.0065 (two monos)"), _OV_FP32_AVX512)
     # Other re-rankers (MatRank, Set-Encoder, document models): the demo's MatRank --encoder bi moved -0.0002
     # nDCG@10 on OpenVINO bf16 and -0.0083 on static int8 + bf16 (left out).
     + _rows("avx512-bf16", "any", "rerank", DEMO_RUN,
@@ -105,7 +111,8 @@ TABLE: tuple[Row, ...] = tuple(
             ("onnx", "int8", "fp32", "2.34x re-ranking", "nDCG@10 +0.0015"), _OV_FP32_AVX512)
     + _rows("avx512-vnni", "bi-encoder", "encode", AVX512_BF16_RUN + _NO_BF16, _OV_FP32_AVX512)
     + _rows("avx512-vnni", "cross-encoder", "rerank", AVX512_BF16_RUN + _NO_BF16,
-            ("onnx", "int8", "fp32", "2.26x re-ranking", "nDCG@10 -0.0032"), _OV_FP32_AVX512)
+            ("onnx", "int8", "fp32", "2.26x re-ranking", "nDCG@10 -0.0032 and -0.0065 (two monos)"),
+            _OV_FP32_AVX512)
     + _rows("avx512-vnni", "any", "rerank", AVX512_BF16_RUN + _NO_BF16, _OV_FP32_AVX512)
     # AVX2: OpenVINO's static int8 is slower than torch there (0.97x bi, 0.82x mono, 0.81x encoding) and
     # moved the bi-encoder +0.0086 nDCG@10; ONNX Runtime's dynamic int8 is the fastest measured.
@@ -114,7 +121,8 @@ TABLE: tuple[Row, ...] = tuple(
             _OV_FP32_AVX2)
     + _rows("avx2", "bi-encoder", "encode", AVX2_RUN, _OV_FP32_AVX2)
     + _rows("avx2", "cross-encoder", "rerank", AVX2_RUN,
-            ("onnx", "int8", "fp32", "1.88x torch fp32 re-ranking", "nDCG@10 +0.0016 at depth 20 (Zen 3)"),
+            ("onnx", "int8", "fp32", "1.88x torch fp32 re-ranking",
+             "nDCG@10 +0.0016 at depth 20 (Zen 3); -0.0032 and -0.0065 for two monos with VNNI kernels"),
             _OV_FP32_AVX2)
     + _rows("avx2", "any", "rerank", AVX2_RUN + " (measured on mono)", _OV_FP32_AVX2)
 )
