@@ -119,7 +119,7 @@ def test_auto_runs_the_first_row_that_passes_its_quality_check(backbone: Path, m
         assert torch.allclose(out, ref, atol=1e-4, rtol=0)  # the fp32 row: the same scores
 
 
-def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: pytest.MonkeyPatch,
+def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: pytest.MonkeyPatch, cache: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     on_cpu(monkeypatch, AVX2)
     monkeypatch.setattr(auto, "MIN_CORRELATION", -1.0)  # the tiny random model's int8 need not be good
@@ -130,6 +130,12 @@ def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: py
     assert loaded.runtime == Runtime("onnx", "int8", None, "fp32")
     err = capsys.readouterr().err
     assert "checked here: pooled cosine to torch fp32" in err and "48 bundled DL20 texts" in err
+    # The next command on the same export reuses the check (remembered beside the export).
+    checks = list(cache.rglob("*.checks.json"))
+    assert len(checks) == 1
+    again = build_model(get_model_class("repbert"), backbone).eval()
+    assert load_for_inference_of(again, monkeypatch).runtime == Runtime("onnx", "int8", None, "fp32")
+    assert "(checked before)" in capsys.readouterr().err
 
 
 def load_for_inference_of(model: Any, monkeypatch: pytest.MonkeyPatch) -> Any:

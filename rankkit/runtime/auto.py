@@ -16,6 +16,7 @@ is none.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from rankkit.console import log
 from rankkit.cpu import cpu_class, describe_cpu, native_bf16
 from rankkit.devices import AUTO_MIN_PARAMETERS
 from rankkit.errors import RankkitError
+from rankkit.files import atomic_write
 from rankkit.models.base import BiEncoder, RankingModel
 from rankkit.models.encoder_slots import EncoderSlot
 from rankkit.runtime.adapter import OrtEncoder
@@ -247,6 +249,42 @@ def quality_check(slot: EncoderSlot, encoder: nn.Module, tokenizer: Any) -> str:
     return measure
 
 
+def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any) -> str:
+    """``check()``'s measure, remembered beside the export (``<export>.checks.json``) for this export file,
+    runtime, CPU and thresholds, so later commands on the same checkpoint skip it; a failure is remembered too."""
+    import hashlib
+    import json
+
+    stat = path.stat()
+    key = hashlib.sha256(json.dumps([path.name, stat.st_size, stat.st_mtime_ns, runtime.backend, runtime.quantize,
+                                     runtime.precision, describe_cpu(), QUALITY_INPUTS, MIN_COSINE_MEAN, MIN_COSINE,
+                                     MIN_CORRELATION, type(tokenizer).__name__, getattr(tokenizer, "vocab_size", None)]
+                                    ).encode()).hexdigest()[:16]
+    store = path.with_name(path.name + ".checks.json")
+    try:
+        known = json.loads(store.read_text(encoding="utf-8"))
+        assert isinstance(known, dict)
+    except (OSError, ValueError, AssertionError):
+        known = {}
+    entry = known.get(key)
+    if not (isinstance(entry, dict) and isinstance(entry.get("measure"), str)):
+        try:
+            entry = {"measure": check(), "passed": True}
+        except RankkitError as err:
+            entry = {"measure": str(err), "passed": False}
+        known[key] = entry
+        try:  # best effort: a read-only folder only means the check runs again next time
+            with atomic_write(store) as out:
+                out.write(json.dumps(known, indent=1, sort_keys=True) + "\n")
+        except (OSError, RankkitError):
+            pass
+    elif entry.get("passed"):
+        entry = {**entry, "measure": entry["measure"] + " (checked before)"}
+    if not entry.get("passed"):
+        raise RankkitError(str(entry["measure"]))
+    return str(entry["measure"])
+
+
 def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.PathLike[str] | None,
                 lossy: bool) -> tuple[list[Path], list[str]]:
     """Swap ``model``'s encoders for ``runtime``'s sessions, each checked on real text when ``lossy``; the
@@ -266,7 +304,7 @@ def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.Path
     for slot in slots:
         encoder, path = backend.encoder(slot, runtime, checkpoint, model)
         if lossy:
-            measures.append(quality_check(slot, encoder, tokenizer))
+            measures.append(checked(path, runtime, tokenizer, functools.partial(quality_check, slot, encoder, tokenizer)))
         swapped.append((slot, encoder, path))
     for slot, encoder, _ in swapped:
         setattr(slot.owner, slot.attribute, encoder)
