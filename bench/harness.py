@@ -215,6 +215,8 @@ class Steps:
     seconds: dict[str, float] = field(default_factory=dict)
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: The precision each ``rankkit train`` step ran in (its rankkit.json; ``--precision auto`` resolves per machine).
+    precision: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.out = self.out.resolve()
@@ -246,8 +248,23 @@ class Steps:
                 check: bool = True, nice: int | None = None, reuse: bool = False) -> StepResult:
         """``rankkit ARGS`` (as ``python -m rankkit``) unless its ``outputs`` exist; see :meth:`run`."""
         argv = self.argv(args)
-        return self.run(label, [sys.executable, "-m", "rankkit", *argv], outputs, always=always, check=check,
-                        nice=nice, reuse=reuse, line=shlex.join(["rankkit", *argv]))
+        result = self.run(label, [sys.executable, "-m", "rankkit", *argv], outputs, always=always, check=check,
+                          nice=nice, reuse=reuse, line=shlex.join(["rankkit", *argv]))
+        if argv[:1] == ["train"] and "--output" in argv:
+            self.record_precision(label, self.out / argv[argv.index("--output") + 1])
+        return result
+
+    def record_precision(self, label: str, checkpoint: Path) -> None:
+        """Say which precision a training step ran in (timings depend on it): in commands.sh and on stderr."""
+        try:
+            training = json.loads((checkpoint / "rankkit.json").read_text(encoding="utf-8")).get("training", {})
+        except (OSError, ValueError):
+            return
+        precision = training.get("precision")
+        if precision:
+            self.precision[label] = str(precision)
+            self.commands[-1] += f"    # trained in {precision}"
+            print(f"    {label}: trained in {precision}", file=sys.stderr)
 
     def run(self, label: str, command: Sequence[Any], outputs: Sequence[Path] = (), *, always: bool = False,
             check: bool = True, nice: int | None = None, reuse: bool = False, line: str | None = None) -> StepResult:
@@ -368,6 +385,7 @@ def machine(*, torch_threads: bool = False) -> dict[str, Any]:
     info: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "cpu": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
         "arch": platform.machine(),
         "system": platform.system(),
         "cores": cores,
@@ -387,10 +405,17 @@ def machine(*, torch_threads: bool = False) -> dict[str, Any]:
     return info
 
 
+def _cpu_flags() -> str:
+    """The CPU's class and the flags that decide it (``rankkit.cpu``), named with every speed number."""
+    from rankkit.cpu import describe_cpu
+
+    return describe_cpu()
+
+
 def machine_line(info: Mapping[str, Any] | None = None) -> str:
     """:func:`machine` in one line for a report's title (the date left out: titles show it)."""
     m = dict(info or machine())
-    parts = [f"{m['cpu']} ({m['arch']}, {m['system']})",
+    parts = [f"{m['cpu']} ({m['arch']}, {m['system']}{', ' + m['cpu_flags'] if m.get('cpu_flags') else ''})",
              f"{m['cores']} CPU cores" + (f" ({m['usable_cores']} usable)" if m["usable_cores"] != m["cores"] else "")]
     if m["torch_threads"] is not None:
         parts.append(f"torch threads {m['torch_threads']}")

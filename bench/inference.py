@@ -69,8 +69,10 @@ DL20 = ROOT / "examples" / "data" / "dl20"
 STEPS = ("mono", "rerank", "encode", "peers")
 BACKENDS = {"torch": ("torch", "none", "fp32"), "onnx": ("onnx", "none", "fp32"), "onnx-int8": ("onnx", "int8", "fp32"),
             "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16"),
-            "openvino-int8": ("openvino", "int8", "fp32"), "openvino-int8-bf16": ("openvino", "int8", "bf16")}
-MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu"]
+            "openvino-int8": ("openvino", "int8", "fp32"), "openvino-int8-bf16": ("openvino", "int8", "bf16"),
+            "auto": ("auto", "auto", "auto")}
+MONO_TRAIN = ["--group-size", "5", "--lr", "2e-5", "--batch-size", "4", "--seed", "0", "--device", "cpu",
+              "--precision", "fp32"]  # the same weights on every CPU (auto would train in bf16 where it is native)
 #: Near-identity pooler of the CrossEncoder copy of mono: tanh(EPS * h) / EPS = h (1 - (EPS h)^2 / 3 ...).
 EPS = 1e-3
 #: DL20 passages the OpenVINO-int8 peer is calibrated on (DL19 is never tuned on).
@@ -138,14 +140,35 @@ def ndcg10(qids: Sequence[str], docids: Sequence[Sequence[str]], scores: Sequenc
 
 # -- systems -------------------------------------------------------------------------------------
 
-def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int) -> tuple[Any, float]:
-    """A rankkit model on ``backend`` (on the CPU) and the seconds loading it and its backend's set-up took."""
+def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int,
+                  task: str = "rerank") -> tuple[Any, float, str]:
+    """A rankkit model on ``backend`` (on the CPU), the seconds loading it and its backend's set-up took, and
+    the system's label (``auto`` names what it chose)."""
     from rankkit.runtime import Runtime, load_for_inference
 
     engine, quantize, precision = BACKENDS[backend]
     started = time.perf_counter()
-    loaded = load_for_inference(name, checkpoint, Runtime(engine, quantize, threads, precision), "cpu")
-    return loaded.model, time.perf_counter() - started
+    loaded = load_for_inference(name, checkpoint, Runtime(engine, quantize, threads, precision), "cpu", task=task)
+    ran = loaded.runtime
+    label = f"rankkit {backend}" + (f" ({ran.backend}{' int8' if ran.quantize == 'int8' else ''} {ran.precision})"
+                                    if backend == "auto" else "")
+    return loaded.model, time.perf_counter() - started, label
+
+
+def interleaved_rounds(systems: dict[str, Callable[[], Any]], rounds: int) -> dict[str, dict[str, Any]]:
+    """Each system's result, median wall seconds and median CPU seconds (user + sys of this process) over
+    ``rounds`` rounds of one call each, systems in turn within a round (so load changes hit all alike)."""
+    import statistics
+
+    samples: dict[str, dict[str, Any]] = {name: {"wall": [], "cpu": []} for name in systems}
+    for _ in range(rounds):
+        for name, fn in systems.items():
+            cpu, wall = time.process_time(), time.perf_counter()
+            samples[name]["value"] = fn()
+            samples[name]["wall"].append(time.perf_counter() - wall)
+            samples[name]["cpu"].append(time.process_time() - cpu)
+    return {name: {"value": s["value"], "seconds": statistics.median(s["wall"]), "cpu_s": statistics.median(s["cpu"]),
+                   "rounds": [round(x, 3) for x in s["wall"]]} for name, s in samples.items()}
 
 
 def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path:
@@ -206,8 +229,9 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
             continue
         before = os.popen("uptime").read().strip()
         name = "repbert" if model_name == "bi" else "mono"
-        for backend in BACKENDS:
-            model, export_s = rankkit_model(name, checkpoint, backend, args.threads)
+        systems, setups = {}, {}
+        for backend in args.systems:
+            model, export_s, label = rankkit_model(name, checkpoint, backend, args.threads)
             model.rerank_scores(queries[:1], [passages[0][:8]], batch_size=args.batch_size)  # warm-up
 
             def score(model: Any = model) -> list[list[float]]:
@@ -216,9 +240,11 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
                     out += [s.tolist() for s in model.rerank_scores(queries[a:b], passages[a:b], batch_size=args.batch_size)]
                 return out
 
-            scores, seconds = timed(score)
-            record(model_name, f"rankkit {backend}", scores, seconds, export_s=export_s)
-            del model
+            systems[label], setups[label] = score, export_s
+        for label, measured in interleaved_rounds(systems, args.rounds).items():
+            record(model_name, label, measured["value"], measured["seconds"], export_s=setups[label],
+                   cpu_s=measured["cpu_s"], rounds=measured["rounds"])
+        del systems
         if model_name == "bi":
             from sentence_transformers import SentenceTransformer
 
@@ -275,18 +301,23 @@ def encode_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
     rows: list[dict[str, Any]] = []
     uptime = os.popen("uptime").read().strip()
     reference = None
-    for backend in BACKENDS:
-        model, export_s = rankkit_model("repbert", None, backend, args.threads)
+    systems, setups = {}, {}
+    for backend in args.systems:
+        model, export_s, label = rankkit_model("repbert", None, backend, args.threads, task="encode")
         model.encode(texts[:8], is_query=False, batch_size=args.batch_size)
-        vectors, seconds = timed(lambda model=model: model.encode(texts, is_query=False, batch_size=args.batch_size))
+        systems[label] = lambda model=model: model.encode(texts, is_query=False, batch_size=args.batch_size)
+        setups[label] = export_s
+    for label, measured in interleaved_rounds(systems, args.rounds).items():
+        vectors, seconds = measured["value"], measured["seconds"]
         if reference is None:
             reference = vectors
             import numpy as np
 
             np.save(args.output / "encode-rankkit-torch.npy", vectors.float().numpy())
-        rows.append({"system": f"rankkit {backend}", "seconds": seconds, "texts_per_s": len(texts) / seconds,
-                     "export_s": export_s, **cosines(vectors, reference)})
+        rows.append({"system": label, "seconds": seconds, "texts_per_s": len(texts) / seconds, "cpu_s": measured["cpu_s"],
+                     "rounds": measured["rounds"], "export_s": setups[label], **cosines(vectors, reference)})
         print(f"    {rows[-1]['system']:32} {rows[-1]['texts_per_s']:7.1f} texts/s", file=sys.stderr, flush=True)
+    del systems
     st = SentenceTransformer(str(default_backbone()), device="cpu", backend="torch")
     st.encode(texts[:8])
     vectors, seconds = timed(lambda: st.encode(texts, batch_size=args.batch_size, convert_to_tensor=True))
@@ -413,8 +444,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                   f"batch {args.batch_size}, chunks of ~1024 pairs as `rankkit rerank`). `uptime` before / after: "
                   + "; ".join(f"{m}: `{b}` / `{a}`" for m, (b, a) in sorted(rerank.get("uptime", {}).items())) + ".", "",
                   "| model | system | pairs/s | x rankkit torch | x sentence-transformers torch | nDCG@10 | Δ nDCG@10 "
-                  "| set-up s |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| set-up s | CPU s (median) |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for model in ("bi", "mono"):
             mine = [r for r in rerank["rows"] if r["model"] == model] + [r for r in peer_rows if r["model"] == model]
             base = next((r for r in mine if r["system"] == "rankkit torch"), None)
@@ -425,10 +456,11 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             for r in mine:
                 vs_peer = f"{r['pairs_per_s'] / peer['pairs_per_s']:.2f}x" if peer else "-"
                 setup = r.get("export_s") or r.get("setup_s")
+                cpu = f"{r['cpu_s']:.1f}" if r.get("cpu_s") else "-"
                 system = r["system"] + (f" ({r['env']})" if "env" in r else "")
                 lines.append(f"| {label} | {system} | {r['pairs_per_s']:.1f} | "
                              f"{r['pairs_per_s'] / base['pairs_per_s']:.2f}x | {vs_peer} | {r['ndcg10']:.4f} | "
-                             f"{r['ndcg10'] - base['ndcg10']:+.4f} | {f'{setup:.1f}' if setup else '-'} |")
+                             f"{r['ndcg10'] - base['ndcg10']:+.4f} | {f'{setup:.1f}' if setup else '-'} | {cpu} |")
             lines.append(fastest_line(label, mine, "pairs_per_s", base))
         lines.append("")
     encode = results.get("encode", {})
@@ -480,6 +512,10 @@ def main() -> None:
     parser.add_argument("--models", type=lambda t: [m for m in t.split(",") if m], default=["bi", "mono"],
                         help="rerank step: bi and/or mono")
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads of every system")
+    parser.add_argument("--systems", type=lambda t: [b for b in t.split(",") if b], default=list(BACKENDS),
+                        help=f"rankkit systems to measure, torch first (default: all of {','.join(BACKENDS)})")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleaved rounds: every system scores once per round, the median is reported")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--queries", type=int, default=None, help="first N DL19 queries only (default: all 43)")

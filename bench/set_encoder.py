@@ -405,7 +405,8 @@ def report(args: argparse.Namespace, steps: Steps, argv: Sequence[str], results:
                   "the whole process's, model loading included. `batch_size` = the candidate count, "
                   "so each model encodes the whole group at once."), ""]
     lines += [f"Note: {n}" for n in steps.notes]
-    lines += ["", "## Step seconds", "", *[f"* {k}: {v:.0f}" for k, v in steps.seconds.items()], ""]
+    lines += ["", "## Step seconds", "", *[f"* {k}: {v:.0f}" + (f" ({steps.precision[k]})" if k in steps.precision else "")
+                                             for k, v in steps.seconds.items()], ""]
     lines += ["## Commands", "", "```bash", *steps.commands, "```", ""]
     return "\n".join(lines)
 

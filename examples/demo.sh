@@ -16,10 +16,11 @@
 #      (alternating merge, reciprocal rank fusion, CombSUM); RepBERT's consistency factor;
 #   7. evaluate every run with significance against BM25 (paired randomization test, Holm-corrected), as a
 #      table on stdout, a markdown file, and a per-query plot.
-# The encoder of steps 2 and 5 runs on the fastest CPU backend whose quality check passes here
-# (docs/RESULTS.md, issue 16): OpenVINO, its fp32 checked against torch within 1e-4 on every compile, in
-# bf16 where the CPU has native bf16 (AVX512-BF16/AMX; pooled vectors at cosine 0.9999 of fp32, the
-# demo's DL19 nDCG@10 within 0.002), fp32 elsewhere. RANKKIT_DEMO_BACKEND="--backend torch" runs plain torch fp32.
+# The encoder of steps 2 and 5 runs on --backend auto: the fastest CPU backend measured for this CPU class
+# and model whose quality check passes here (rankkit doctor shows it, each command logs it): OpenVINO bf16
+# where the CPU has native bf16 (AVX512-BF16/AMX; the demo's DL19 nDCG@10 within 0.002), OpenVINO's fp32
+# (checked against torch within 1e-4) elsewhere. RANKKIT_DEMO_BACKEND="--backend torch --precision fp32"
+# runs plain torch fp32.
 set -euo pipefail
 
 force=0
@@ -27,7 +28,7 @@ out=runs/demo
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) out="$arg" ;;
   esac
 done
@@ -60,7 +61,7 @@ step() {
 
 dl20="examples/data/dl20"
 # shellcheck disable=SC2206  # word splitting is the point: the variable holds options
-backend=(${RANKKIT_DEMO_BACKEND:---backend openvino --precision bf16})
+backend=(${RANKKIT_DEMO_BACKEND:---backend auto})
 step "index the DL19 passage pool (BM25, Anserini)" "$out/index.dl19-pool" -- \
   rankkit index --kind bm25 --corpus "$data/passages.dl19-pool.tsv.gz" --index "$out/index.dl19-pool" --force
 step "index the DL20 passage pool (training side)" "$out/index.dl20-pool" -- \

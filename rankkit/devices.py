@@ -24,12 +24,37 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
 
 #: ``--precision`` values: fp32 everywhere; bf16 autocast on CPU and CUDA; fp16 autocast on CUDA only.
 PRECISIONS = ("fp32", "bf16", "fp16")
+#: Smallest model ``auto`` runs in reduced precision (or on an exported backend): every speed-up that
+#: decides ``auto`` was measured on all-MiniLM-L6-v2 (22.7M parameters) or larger; for tiny models the
+#: autocast casts and a backend's one-time export cost more than their matrix products gain.
+AUTO_MIN_PARAMETERS = 5_000_000
+
+
+def resolve_precision(precision: str, device: torch.device, parameters: int | None = None) -> tuple[str, str]:
+    """``--precision auto`` for training: the precision and why. CUDA: bf16 where the GPU has it (fp32's
+    range, no loss scaling), else fp16 with loss scaling; CPU: bf16 where the CPU multiplies bf16 in
+    hardware (AVX512-BF16, AMX; mono's training steps ~1.5x faster than fp32 on an AVX512-BF16 EPYC,
+    docs/RESULTS.md issue 18) for models of :data:`AUTO_MIN_PARAMETERS` or more, else fp32. Any other
+    value is returned as given."""
+    if precision != "auto":
+        return precision, "as given"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return "bf16", f"{torch.cuda.get_device_name(device)} has bf16"
+        return "fp16", f"{torch.cuda.get_device_name(device)} has no bf16: fp16 with loss scaling"
+    from rankkit.cpu import describe_cpu, native_bf16
+
+    if not native_bf16():
+        return "fp32", f"CPU {describe_cpu()} has no native bf16 (bf16 would be emulated, slower than fp32)"
+    if parameters is not None and parameters < AUTO_MIN_PARAMETERS:
+        return "fp32", f"{parameters:,} parameters: below {AUTO_MIN_PARAMETERS:,}, bf16's casts cost more than it saves"
+    return "bf16", f"CPU {describe_cpu()} has native bf16"
 
 
 def check_precision(precision: str, device: torch.device) -> None:
     """Refuse a precision the device cannot run (one line, before any work starts)."""
     if precision not in PRECISIONS:
-        raise RankkitError(f"unknown precision {precision!r}; use fp32, bf16 or fp16")
+        raise RankkitError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
     if precision == "fp16" and device.type != "cuda":
         raise RankkitError("--precision fp16 needs a CUDA device (fp16 autocast is not supported on CPU); "
                            "use bf16 or fp32 on CPU")

@@ -154,6 +154,33 @@ def check_backends() -> list[Check]:
     return [check_backend(name) for name in backend_names() if name != "torch"]
 
 
+def check_cpu() -> Check:
+    """The CPU's class and the flags ``auto`` chooses by (:mod:`rankkit.cpu`)."""
+    from rankkit.cpu import cpu_model, describe_cpu
+
+    return Check("CPU", True, f"{cpu_model()}: {describe_cpu()}")
+
+
+def check_auto() -> list[Check]:
+    """What ``--backend auto`` tries first on this machine for each model family (the first measured row whose
+    backend is installed; its quality check runs when a command loads the model), and ``--precision auto``."""
+    import torch
+
+    from rankkit.devices import AUTO_MIN_PARAMETERS, resolve_precision
+    from rankkit.runtime.auto import summary
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    lines = [Check(f"auto: {label}", True, summary(family, task, device))
+             for label, family, task in (("bi-encoder re-ranking", "bi-encoder", "rerank"),
+                                         ("bi-encoder encoding", "bi-encoder", "encode"),
+                                         ("mono re-ranking", "cross-encoder", "rerank"),
+                                         ("other re-rankers", "any", "rerank"))]
+    precision, why = resolve_precision("auto", device, AUTO_MIN_PARAMETERS)
+    lines.append(Check("auto: train precision", True, f"{precision} on {device} ({why}; fp32 for models under "
+                                                       f"{AUTO_MIN_PARAMETERS:,} parameters on a CPU)"))
+    return lines
+
+
 def check_ir_measures() -> Check:
     version = _version("ir-measures")
     return Check("ir_measures", version is not None, version or "not installed", "pip install ir-measures")
@@ -209,6 +236,8 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_anserini_runs,
     check_faiss,
     check_backends,
+    check_cpu,
+    check_auto,
     check_ir_measures,
     check_minilm,
     check_hub,

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1] / "rankkit"
 
 #: Bottom to top; a unit may import its own layer's other units only where listed as allowed below.
 LAYERS: list[tuple[str, ...]] = [
-    ("rankkit", "rankkit.errors", "rankkit.console", "rankkit.devices", "rankkit.version", "rankkit.distributed"),
+    ("rankkit", "rankkit.errors", "rankkit.console", "rankkit.cpu", "rankkit.devices", "rankkit.version",
+     "rankkit.distributed"),
     ("rankkit.files", "rankkit.hub"),
     ("rankkit.formats",),
     ("rankkit.evaluation", "rankkit.fusion", "rankkit.indexes", "rankkit.datasets"),

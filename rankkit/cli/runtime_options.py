@@ -16,23 +16,27 @@ from rankkit.cli.app import int_range
 PANEL = "Inference backend"
 
 
-def backend_option(default: Optional[str] = "torch") -> Any:
+def backend_option(default: Optional[str] = "auto") -> Any:
     return typer.Option(default, "--backend", rich_help_panel=PANEL,
-                        help="torch; onnx (ONNX Runtime on the CPU) or openvino (OpenVINO on the CPU): both run an "
-                             "ONNX export built once per checkpoint, checked against torch, cached.")
+                        help="auto (the fastest backend measured for this CPU and model whose quality check passes "
+                             "here; `rankkit doctor` shows it, the log says why); torch; onnx (ONNX Runtime on the "
+                             "CPU) or openvino (OpenVINO on the CPU): both run an ONNX export built once per "
+                             "checkpoint, checked against torch, cached.")
 
 
-def quantize_option(default: Optional[str] = "none") -> Any:
+def quantize_option(default: Optional[str] = "auto") -> Any:
     return typer.Option(default, "--quantize", rich_help_panel=PANEL,
-                        help="none, or int8: with --backend onnx, ONNX Runtime's dynamic int8 (weights per channel); "
+                        help="auto (as --backend auto chooses; none with an explicit backend), none, or int8: with --backend "
+                             "onnx, ONNX Runtime's dynamic int8 (weights per channel); "
                              "with --backend openvino, NNCF's static int8 calibrated on bundled MS MARCO text (built "
                              "once, ~20 s for MiniLM, cached).")
 
 
-def precision_option(default: Optional[str] = "fp32") -> Any:
+def precision_option(default: Optional[str] = "auto") -> Any:
     return typer.Option(default, "--precision", rich_help_panel=PANEL,
-                        help="fp32, or bf16 (torch: autocast; openvino: bf16 inference on CPUs with native bf16); "
-                             "fp16: torch on CUDA only.")
+                        help="auto (bf16 where the CPU multiplies bf16 in hardware and the backend runs it, else "
+                             "fp32), fp32, or bf16 (torch: autocast; openvino: bf16 inference on CPUs with native "
+                             "bf16); fp16: torch on CUDA only.")
 
 
 def threads_option() -> Any:
@@ -44,7 +48,7 @@ def runtime_of(backend: Optional[str], quantize: Optional[str], threads: Optiona
     """The :class:`~rankkit.runtime.Runtime` of the given options (``None``: the default)."""
     from rankkit.runtime import Runtime
 
-    return Runtime(backend or "torch", quantize or "none", threads, precision or "fp32")
+    return Runtime(backend or "auto", quantize or "auto", threads, precision or "auto")
 
 
 def device_for(device: Optional[str], runtime: Any) -> str:

@@ -308,7 +308,7 @@ def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None,
 
     if not issubclass(get_model_class(model_name), BiEncoder):
         raise RankkitError(f"model {model_name!r} is not a bi-encoder: dense indexes need one (repbert, densetrans)")
-    return load_for_inference(model_name, checkpoint, runtime, device)
+    return load_for_inference(model_name, checkpoint, runtime, device, task="encode")
 
 
 def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,

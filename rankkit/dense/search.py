@@ -32,7 +32,8 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
     queries, e.g. Quora duplicate questions) while still returning ``k`` documents. ``model_name``, when given, must be the model
     the index was built with (the CLI's ``--model``): a mismatch is an error, not a silent swap.
     ``max_query_length`` overrides the query token limit recorded in the index. ``runtime``: the
-    query encoder's backend, threads and precision (:mod:`rankkit.runtime`).
+    query encoder's backend, threads and precision (:mod:`rankkit.runtime`); all ``auto`` (the command's
+    default) encodes the queries as the index's documents were.
 
     A Pyserini faiss index records no encoder: ``model_name`` and ``checkpoint`` (the query
     encoder it was built with: a rankkit checkpoint or a Hugging Face / sentence-transformers
@@ -56,6 +57,11 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
         raise RankkitError(f"{index_dir} is a dense index built with --model {meta['model']}, not {model_name}; "
                            f"retrieve from it with --model {meta['model']}")
     queries = dict(topics) if isinstance(topics, Mapping) else read_topics(topics)
+    if runtime is not None and (runtime.backend, runtime.quantize, runtime.precision) == ("auto",) * 3:
+        # Queries are encoded as the index's documents were (recorded by the build; absent = torch fp32).
+        recorded = meta.get("runtime") or {"backend": "torch", "quantize": "none", "precision": "fp32"}
+        runtime = Runtime(recorded["backend"], recorded["quantize"], runtime.threads, recorded["precision"])
+        log(f"--backend auto: {runtime.describe()}, as the index's documents were encoded")
     loaded = load_bi_encoder(str(meta["model"]), meta.get("checkpoint"), device, runtime)
     model, runtime = loaded.model, loaded.runtime
     assert isinstance(model, BiEncoder)

@@ -11,6 +11,7 @@
     cache.py             the export cache (keyed by the weights, beside a checkpoint or in the cache folder)
     adapter.py           OrtEncoder: a session called exactly as the encoder it replaces
     compose.py           load_for_inference(name, checkpoint, runtime, device): load, device, swap
+    auto.py              --backend/--quantize/--precision auto: the measured table, the quality check, the fallbacks
 
 A model declares which encoders a backend may run (:mod:`rankkit.models.encoder_slots`) and never
 imports this layer. A new backend is one file (a :class:`Backend` subclass) plus one

@@ -30,7 +30,8 @@ from rankkit.runtime.settings import Runtime, inference_device
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A model ready for inference: on ``device``, its encoders on ``runtime``'s backend (``exports`` in use)."""
+    """A model ready for inference: on ``device``, its encoders on ``runtime``'s backend (``exports`` in use);
+    ``runtime`` is the one that runs (``auto`` resolved)."""
 
     model: RankingModel
     runtime: Runtime
@@ -39,14 +40,15 @@ class LoadedModel:
 
 
 def load_for_inference(name: str, checkpoint: str | os.PathLike[str] | None, runtime: Runtime | None = None,
-                       device: str | torch.device | None = "auto", *,
-                       settings: Mapping[str, Any] | None = None) -> LoadedModel:
+                       device: str | torch.device | None = "auto", *, settings: Mapping[str, Any] | None = None,
+                       task: str = "rerank") -> LoadedModel:
     """Model ``name`` from ``checkpoint`` (``None``: its zero-shot form), on ``device`` and ``runtime``.
 
     ``device``: ``auto``, ``cpu``, ``cuda`` (the device rule of
     :func:`~rankkit.runtime.settings.inference_device`) or a ``torch.device`` already chosen (a
     torchrun process's own); ``settings``: inference-time settings (``rankkit rerank``'s model
-    options) applied before the encoders are exported.
+    options) applied before the encoders are exported; ``task``: ``rerank`` or ``encode`` (a corpus or
+    queries for dense retrieval), which ``auto`` chooses for (:mod:`rankkit.runtime.auto`).
     """
     from rankkit.models.checkpoint import load_for_inference as load_model
 
@@ -57,7 +59,12 @@ def load_for_inference(name: str, checkpoint: str | os.PathLike[str] | None, run
     for key, value in (settings or {}).items():
         model.override(key, value)
     model.to(chosen)
-    exports = swap_encoders(model, runtime, checkpoint)
+    if runtime.resolved:
+        exports = swap_encoders(model, runtime, checkpoint)
+    else:  # --backend/--precision/--quantize auto: chosen for this CPU and model, logged (rankkit.runtime.auto)
+        from rankkit.runtime.auto import choose
+
+        runtime, exports = choose(model, runtime, chosen, checkpoint, task)
     return LoadedModel(model, runtime, chosen, tuple(exports))
 
 

@@ -20,11 +20,18 @@ from rankkit.errors import RankkitError
 from rankkit.runtime.registry import get_backend
 
 QUANTIZATIONS = ("none", "int8")
+#: The value of ``--backend``, ``--quantize`` and ``--precision`` that lets rankkit choose (:mod:`rankkit.runtime.auto`).
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """How a model runs at inference time (``--backend``, ``--quantize``, ``--threads``, ``--precision``)."""
+    """How a model runs at inference time (``--backend``, ``--quantize``, ``--threads``, ``--precision``).
+
+    Any of backend, quantization and precision may be ``auto``: :func:`rankkit.runtime.load_for_inference`
+    then chooses from this CPU's features, the model and the measured table of :mod:`rankkit.runtime.auto`
+    (with an explicit backend, ``--quantize auto`` is none and ``--precision auto`` that backend's best).
+    """
 
     backend: str = "torch"
     quantize: str = "none"
@@ -32,22 +39,38 @@ class Runtime:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
-        backend = get_backend(self.backend)  # refuses an unknown name
-        if self.quantize not in QUANTIZATIONS and self.quantize not in backend.quantizations:
-            raise RankkitError(f"unknown quantization {self.quantize!r}; use {' or '.join(QUANTIZATIONS)}")
-        if self.precision not in PRECISIONS:
-            raise RankkitError(f"unknown precision {self.precision!r}; use {', '.join(PRECISIONS)}")
+        if self.quantize != AUTO and self.quantize not in QUANTIZATIONS:
+            raise RankkitError(f"unknown quantization {self.quantize!r}; use auto, {' or '.join(QUANTIZATIONS)}")
+        if self.precision != AUTO and self.precision not in PRECISIONS:
+            raise RankkitError(f"unknown precision {self.precision!r}; use auto, {', '.join(PRECISIONS)}")
         if self.threads is not None and self.threads < 1:
             raise RankkitError(f"--threads must be at least 1, got {self.threads}")
-        problem = backend.supports(self)
+        if self.backend == AUTO:
+            return
+        problem = get_backend(self.backend).supports(self.given())  # an unknown name is refused here
         if problem is not None:
             raise RankkitError(problem)
 
+    @property
+    def resolved(self) -> bool:
+        """Whether nothing is left to choose (no ``auto``)."""
+        return AUTO not in (self.backend, self.quantize, self.precision)
+
     def check(self, device: torch.device) -> None:
-        """Refuse a runtime ``device`` cannot run (one line, before any work)."""
-        problem = get_backend(self.backend).supports(self, device)
+        """Refuse a runtime ``device`` cannot run (one line, before any work); ``auto`` parts are chosen for it."""
+        if self.backend == AUTO:
+            return
+        problem = get_backend(self.backend).supports(self.given(), device)
         if problem is not None:
             raise RankkitError(problem)
+
+    def given(self) -> Runtime:
+        """This runtime with an ``auto`` quantization as none and an ``auto`` precision as fp32: what the
+        user fixed, to check against a backend (every backend runs those two)."""
+        if self.resolved:
+            return self
+        return Runtime(self.backend, "none" if self.quantize == AUTO else self.quantize, self.threads,
+                       "fp32" if self.precision == AUTO else self.precision)
 
     @property
     def torch_precision(self) -> str:
@@ -73,11 +96,13 @@ def device_name(requested: str | None, runtime: Runtime) -> str:
     """The device rule on names: ``auto`` stays ``auto`` (CUDA when present) for a backend that runs on
     CUDA and is the CPU for one that does not; an explicit device the backend does not run on is refused."""
     name = requested or "auto"
+    if runtime.backend == AUTO:  # torch on CUDA when there is one (and asked for), else the CPU table
+        return name
     backend = get_backend(runtime.backend)
     if name == "auto":
         return "auto" if "cuda" in backend.devices else "cpu"
     if name in DEVICES and name not in backend.devices:
-        problem = backend.supports(runtime, torch.device(name))
+        problem = backend.supports(runtime.given(), torch.device(name))
         raise RankkitError(problem or f"--backend {runtime.backend} does not run on {name}")
     return name
 
@@ -89,4 +114,4 @@ def inference_device(requested: str | torch.device | None, runtime: Runtime, loc
     return pick_device(device_name(requested, runtime), local_rank)
 
 
-__all__ = ["QUANTIZATIONS", "Runtime", "device_name", "inference_device"]
+__all__ = ["AUTO", "QUANTIZATIONS", "Runtime", "device_name", "inference_device"]

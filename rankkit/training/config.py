@@ -61,8 +61,9 @@ class TrainConfig:
     distillation: str = "eq12"
     log_every: int = 10
     #: ``fp32``, ``bf16`` (autocast on CPU and CUDA) or ``fp16`` (autocast with loss scaling, CUDA only);
-    #: the weights, the optimiser state and every checkpoint stay fp32 (:mod:`rankkit.devices`).
-    precision: str = "fp32"
+    #: the weights, the optimiser state and every checkpoint stay fp32 (:mod:`rankkit.devices`). ``auto``
+    #: (the command's default) picks one from the device and the model (:func:`rankkit.devices.resolve_precision`).
+    precision: str = "auto"
     #: Recompute the transformer blocks' activations in the backward pass (less memory, ~1 more forward).
     gradient_checkpointing: bool = False
     #: Start from this rankkit checkpoint's weights (fresh optimiser and schedule; :mod:`rankkit.training.warm_start`).
@@ -174,8 +175,8 @@ def check_config(config: TrainConfig) -> type[RankingModel]:
     check_schedule(config)
     if not 0.0 <= config.alpha <= 1.0:
         raise RankkitError(f"--alpha must be between 0 and 1 (weight of the student's own loss), got {config.alpha}")
-    if config.precision not in PRECISIONS:
-        raise RankkitError(f"unknown precision {config.precision!r}; use {', '.join(PRECISIONS)}")
+    if config.precision not in ("auto",) + PRECISIONS:
+        raise RankkitError(f"unknown precision {config.precision!r}; use auto, {', '.join(PRECISIONS)}")
     check_report_to(config.report_to)
     if config.distillation not in ("eq12", "loss-mse"):
         raise RankkitError(f"--distillation must be eq12 or loss-mse, got {config.distillation!r}")

@@ -13,7 +13,6 @@ from typing import Sequence
 
 import torch
 
-from rankkit.evaluation import evaluate
 from rankkit.formats import TrainingGroup
 from rankkit.models import RankingModel
 from rankkit.training.sampling import all_candidates, collate
@@ -39,5 +38,8 @@ def evaluate_groups(model: RankingModel, groups: Sequence[TrainingGroup], *, bat
             run[key] = {d: float(scores[row, i]) for i, d in enumerate(sampled.docids)}
             qrels[key] = {d: int(label) for d, label in zip(sampled.docids, sampled.labels)}
     model.train(was_training)
+    # Imported here: training without --dev never needs ir_measures (the GPU image lacks it, bench/gpu_suite.py).
+    from rankkit.evaluation import evaluate
+
     result = evaluate({"dev": run}, qrels, list(MEASURES)).runs["dev"].aggregates
     return {"dev_mrr": float(result[SELECTION]), "dev_ndcg@10": float(result["nDCG@10"])}

@@ -20,6 +20,7 @@ import math
 import tempfile
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -27,7 +28,7 @@ import torch
 
 from rankkit.version import __version__
 from rankkit.console import log, progress_bar, warn
-from rankkit.devices import autocast, check_precision
+from rankkit.devices import autocast, check_precision, resolve_precision
 from rankkit.errors import RankkitError
 from rankkit.files import exclusive
 from rankkit.formats import TrainingGroup, read_groups, read_run
@@ -84,10 +85,8 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
         self.config, self.dist, self.output = config, dist, Path(config.output)
-        check_precision(config.precision, dist.device)  # fp16 on a CPU: refused before any work
-        # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
-        # fp32 needs nothing: a disabled scaler passes losses and steps through unchanged.
-        self.scaler = torch.amp.GradScaler(dist.device.type, enabled=config.precision == "fp16")
+        if config.precision != "auto":
+            check_precision(config.precision, dist.device)  # fp16 on a CPU: refused before any work
         self.resume_from = rs.check_output(self.output, config.resume, is_checkpoint(self.output))
         self.groups, self.data = load_training_data(config.train)
         self.dev_groups: list[TrainingGroup] = [g for path in config.dev for g in read_groups(path)]
@@ -147,6 +146,14 @@ class Trainer:
             if dist.main:
                 log(f"activation checkpointing: {', '.join(parts)}")
         self.model.to(dist.device)
+        self.precision_reason = ""
+        if config.precision == "auto":  # decided by the device and the model's size; logged and recorded
+            precision, why = resolve_precision("auto", dist.device, sum(p.numel() for p in self.model.parameters()))
+            self.config = config = replace(config, precision=precision)
+            self.precision_reason = f" (--precision auto: {why})"
+        # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
+        # fp32 needs nothing: a disabled scaler passes losses and steps through unchanged.
+        self.scaler = torch.amp.GradScaler(dist.device.type, enabled=config.precision == "fp16")
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
                                                                                    dist.device)
@@ -315,7 +322,7 @@ class Trainer:
                 rs.append_log(self.output / rs.TRAIN_LOG, self.warm_start.record())
             log(f"training {self.model.name} on {len(self.groups):,} groups: {self.total_steps:,} steps of "
                 f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
-                f"{self.warmup} steps, device {dist.device}, {c.precision}"
+                f"{self.warmup} steps, device {dist.device}, {c.precision}{self.precision_reason}"
                 + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} ({c.distillation}, alpha {c.alpha:g})" if self.kd_teacher else ""))
         # metrics.csv, training.png and TensorBoard (rank 0), continued from a resumed run's rows.

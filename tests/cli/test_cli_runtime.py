@@ -66,7 +66,7 @@ def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path]
 
 @pytest.mark.parametrize("extra, message", [
     (("--backend", "onnx", "--precision", "bf16"), "--precision bf16 runs on --backend torch or openvino"),
-    (("--quantize", "int8"), "--quantize int8 needs --backend onnx"),
+    (("--backend", "torch", "--quantize", "int8"), "--quantize int8 needs --backend onnx"),
     (("--backend", "openvino", "--precision", "fp16"), "--backend openvino runs --precision fp32 or bf16"),
     (("--backend", "tvm"), "unknown backend 'tvm'"),
     (("--backend", "onnx", "--device", "cpu", "--threads", 0), "--threads"),

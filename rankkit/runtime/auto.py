@@ -1,0 +1,357 @@
+"""``--backend auto`` and ``--precision auto`` at inference: a choice per CPU class and model family, from measurements.
+
+:data:`TABLE` lists, per CPU class (:mod:`rankkit.cpu`) and model family, the backends to try,
+fastest first, each with the speed-up and quality change that put it there and the machine (with
+its CPU flags) it was measured on. :func:`choose` takes the first row whose backend is installed,
+whose export builds and passes its check against torch, and, for a lossy row (int8, bf16), whose
+outputs agree with torch fp32 on real text on *this* CPU (:func:`quality_check`: the bundled DL20
+queries, passages and pairs; an int8 kernel that saturates on one CPU is caught there). Nothing
+passes: torch fp32. On CUDA, and for models under :data:`~rankkit.devices.AUTO_MIN_PARAMETERS`,
+auto is torch (fp32: GPU inference precision is not measured yet; ``bench/gpu_suite.py``).
+
+An explicit ``--backend`` wins; with it, ``--precision auto`` is bf16 where the CPU multiplies bf16
+in hardware and the backend runs bf16 (torch autocast, OpenVINO), else fp32, and ``--quantize auto``
+is none.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from rankkit.console import log
+from rankkit.cpu import cpu_class, describe_cpu, native_bf16
+from rankkit.devices import AUTO_MIN_PARAMETERS
+from rankkit.errors import RankkitError
+from rankkit.files import atomic_write
+from rankkit.models.base import BiEncoder, RankingModel
+from rankkit.models.encoder_slots import EncoderSlot
+from rankkit.runtime.adapter import OrtEncoder
+from rankkit.runtime.export import reference_output
+from rankkit.runtime.registry import backend_names, get_backend
+from rankkit.runtime.settings import AUTO, Runtime
+
+#: Where each row's numbers come from.
+AVX512_BF16_RUN = ("AMD EPYC, flags avx2 fma avx512f avx512_vnni avx512_bf16 (no AMX); bench/inference.py, DL19 BM25 "
+                   "top-100: 2 threads, docs/RESULTS.md issue 16 (2026-11-23), and 1 thread on a Zen 5 EPYC "
+                   "(family 26), 3 interleaved rounds, docs/RESULTS.md issue 26 (2026-11-27)")
+AVX2_RUN = ("AMD EPYC Zen 3, 2 threads, flags avx2 fma (no VNNI, no AVX-512, no native bf16); 12 DL19 queries x "
+            "BM25 top-100, interleaved over 3 rounds (issue 26's text); quality: docs/RESULTS.md issue 16 "
+            "(Zen 3, DL19 top-20)")
+
+
+DEMO_RUN = ("AMD EPYC, 2 threads, flags avx2 fma avx512f avx512_vnni avx512_bf16; `make demo` (dense index of the "
+            "10,852-passage DL19 pool, retrieval, MatRank --encoder bi re-ranking); docs/RESULTS.md, issue 16, 2026-11-23")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured choice: on CPUs of class ``cpu``, models of ``family`` doing ``task`` run ``backend``
+    ``quantize`` ``precision``."""
+
+    cpu: str
+    family: str  # "bi-encoder", "cross-encoder" (mono), "any" (every other re-ranker)
+    task: str  # "rerank" (rerank, explain) or "encode" (index --kind dense, retrieve)
+    backend: str
+    quantize: str
+    precision: str
+    speed: str
+    quality: str
+    measured: str  # machine, CPU flags, benchmark and where its numbers are
+
+    @property
+    def runtime_name(self) -> str:
+        return " ".join([self.backend] + ([self.quantize] if self.quantize != "none" else []) + [self.precision])
+
+
+def _rows(cpu: str, family: str, task: str, measured: str, *rows: tuple[str, str, str, str, str]) -> list[Row]:
+    return [Row(cpu, family, task, backend, quantize, precision, speed, quality, measured)
+            for backend, quantize, precision, speed, quality in rows]
+
+
+#: The lossless fallback of every class: the fp32 export, checked within 1e-4 of torch at every compile.
+_OV_FP32_AVX512 = ("openvino", "none", "fp32", "1.32x torch fp32 bi / 1.14x mono re-ranking, 1.21x encoding",
+                   "lossless (fp32 export checked within 1e-4 of torch)")
+_OV_FP32_AVX2 = ("openvino", "none", "fp32", "1.27x torch fp32 bi / 1.20x mono re-ranking, 1.18x encoding",
+                 "lossless (fp32 export checked within 1e-4 of torch)")
+_NO_BF16 = " (its int8/fp32 kernels; bf16 unused; not measured on a CPU of this class)"
+
+TABLE: tuple[Row, ...] = tuple(
+    # AVX-512 with VNNI and native bf16 (and AMX CPUs, which have both).
+    _rows("avx512-bf16", "bi-encoder", "rerank", AVX512_BF16_RUN,
+          ("openvino", "int8", "bf16", "3.51x torch fp32 re-ranking (2 threads), 5.63x (1 thread, Zen 5)",
+           "DL19 nDCG@10 -0.0031; MEDLINE (out of domain) +0.0002"),
+          ("openvino", "none", "bf16", "2.36x re-ranking (2 threads), 3.66x (1 thread)", "nDCG@10 +0.0001"),
+          ("onnx", "int8", "fp32", "2.34x re-ranking (2 threads), 3.78x (1 thread)", "nDCG@10 +0.0015"),
+          _OV_FP32_AVX512)
+    # Encoding a whole corpus: static int8 + bf16 moved the demo's dense retrieval over the DL19 pool by
+    # -0.0067 nDCG@10 (outside the 0.005 band), bf16 alone by -0.0018.
+    + _rows("avx512-bf16", "bi-encoder", "encode", DEMO_RUN,
+            ("openvino", "none", "bf16", "2.08x torch fp32 encoding (2 threads), 3.77x (1 thread, Zen 5)",
+             "dense retrieval over the DL19 pool nDCG@10 -0.0018 (ONNX Runtime int8: -0.0103)"), _OV_FP32_AVX512)
+    + _rows("avx512-bf16", "cross-encoder", "rerank", AVX512_BF16_RUN,
+            ("openvino", "int8", "bf16", "3.13x torch fp32 re-ranking (2 threads), 5.67x (1 thread, Zen 5)",
+             "DL19 nDCG@10 -0.0029 and +0.0011 (two monos); MEDLINE (out of domain) +0.0021"),
+            ("openvino", "none", "bf16", "2.03x re-ranking (2 threads), 3.77x (1 thread)",
+             "nDCG@10 -0.0028 and +0.0002 (two monos)"),
+            ("onnx", "int8", "fp32", "2.26x re-ranking (2 threads), 3.72x (1 thread)",
+             "nDCG@10 -0.0032 and -0.0065 (two monos)"), _OV_FP32_AVX512)
+    # Other re-rankers (MatRank, Set-Encoder, document models): the demo's MatRank --encoder bi moved -0.0002
+    # nDCG@10 on OpenVINO bf16 and -0.0083 on static int8 + bf16 (left out).
+    + _rows("avx512-bf16", "any", "rerank", DEMO_RUN,
+            ("openvino", "none", "bf16", "2.03x mono re-ranking (bf16 kernels)", "MatRank nDCG@10 -0.0002 in the demo"),
+            _OV_FP32_AVX512)
+    # AVX-512 with VNNI, bf16 emulated: the int8 (VNNI) and fp32 rows of the AVX512-BF16 host. OpenVINO's
+    # static int8 is left out: its float ops stay fp32 there, and mono moved -0.0068 nDCG@10 so.
+    + _rows("avx512-vnni", "bi-encoder", "rerank", AVX512_BF16_RUN + _NO_BF16,
+            ("onnx", "int8", "fp32", "2.34x re-ranking", "nDCG@10 +0.0015"), _OV_FP32_AVX512)
+    + _rows("avx512-vnni", "bi-encoder", "encode", AVX512_BF16_RUN + _NO_BF16, _OV_FP32_AVX512)
+    + _rows("avx512-vnni", "cross-encoder", "rerank", AVX512_BF16_RUN + _NO_BF16,
+            ("onnx", "int8", "fp32", "2.26x re-ranking", "nDCG@10 -0.0032 and -0.0065 (two monos)"),
+            _OV_FP32_AVX512)
+    + _rows("avx512-vnni", "any", "rerank", AVX512_BF16_RUN + _NO_BF16, _OV_FP32_AVX512)
+    # AVX2: OpenVINO's static int8 is slower than torch there (0.97x bi, 0.82x mono, 0.81x encoding) and
+    # moved the bi-encoder +0.0086 nDCG@10; ONNX Runtime's dynamic int8 is the fastest measured.
+    + _rows("avx2", "bi-encoder", "rerank", AVX2_RUN,
+            ("onnx", "int8", "fp32", "1.71x torch fp32 re-ranking", "nDCG@10 +0.0061 at depth 20 (Zen 3)"),
+            _OV_FP32_AVX2)
+    + _rows("avx2", "bi-encoder", "encode", AVX2_RUN, _OV_FP32_AVX2)
+    + _rows("avx2", "cross-encoder", "rerank", AVX2_RUN,
+            ("onnx", "int8", "fp32", "1.88x torch fp32 re-ranking",
+             "nDCG@10 +0.0016 at depth 20 (Zen 3); -0.0032 and -0.0065 for two monos with VNNI kernels"),
+            _OV_FP32_AVX2)
+    + _rows("avx2", "any", "rerank", AVX2_RUN + " (measured on mono)", _OV_FP32_AVX2)
+)
+#: Classes without rows of their own use another class's rows (the measured order applies; speed-ups differ).
+BORROWED = {"amx": "avx512-bf16", "avx512": "avx2"}
+#: Where each class's numbers were measured, for log lines.
+MEASURED_ON = {"avx512-bf16": "an AVX512-BF16 EPYC", "avx512-vnni": "an AVX512-BF16 EPYC", "avx2": "a Zen 3 AVX2 EPYC"}
+
+#: Agreement with torch fp32 on real text a lossy row must reach on this CPU: pooled-vector cosine (mean,
+#: min) for encoders, Pearson correlation of the scores for score heads. int8 MiniLM measured 0.9943 mean,
+#: 0.9775 min over 2,000 DL19 passages (onnx int8, AVX512-BF16 host); a saturating kernel falls far below.
+MIN_COSINE_MEAN, MIN_COSINE, MIN_CORRELATION = 0.99, 0.95, 0.99
+#: Bundled calibration inputs used by the check (every k-th, in file order).
+QUALITY_INPUTS = 48
+
+
+def family_of(model: nn.Module) -> str:
+    """The table's family of ``model``: ``bi-encoder``, ``cross-encoder`` (mono) or ``any``."""
+    if isinstance(model, BiEncoder):
+        return "bi-encoder"
+    return "cross-encoder" if getattr(model, "name", None) == "mono" else "any"
+
+
+def rows_for(cls: str, family: str, task: str = "rerank") -> list[Row]:
+    """The table's rows for CPU class ``cls``, ``family`` and ``task``, in preference order."""
+    source = cls if any(r.cpu == cls for r in TABLE) else BORROWED.get(cls, cls)
+    return [r for r in TABLE if r.cpu == source and r.family == family and r.task == task]
+
+
+def explicit_precision(backend: str, device: torch.device, parameters: int) -> tuple[str, str]:
+    """``--precision auto`` with an explicit backend: bf16 where the CPU has it natively and the backend runs it."""
+    if device.type != "cpu":
+        return "fp32", "GPU inference in bf16/fp16 is not measured yet (bench/gpu_suite.py)"
+    if "bf16" not in get_backend(backend).precisions:
+        return "fp32", f"--backend {backend} runs fp32"
+    if not native_bf16():
+        return "fp32", f"CPU {describe_cpu()} has no native bf16"
+    if parameters < AUTO_MIN_PARAMETERS:
+        return "fp32", f"{parameters:,} parameters, below {AUTO_MIN_PARAMETERS:,}"
+    return "bf16", f"CPU {describe_cpu()} has native bf16"
+
+
+def candidates(runtime: Runtime, model: RankingModel, device: torch.device,
+               task: str = "rerank") -> list[tuple[Runtime, str]]:
+    """The runtimes to try for ``runtime``'s ``auto`` parts, in order, each with why."""
+    parameters = sum(p.numel() for p in model.parameters())
+    threads = runtime.threads
+    if runtime.backend != AUTO:
+        chosen, why = (runtime.precision, "as given") if runtime.precision != AUTO else \
+            explicit_precision(runtime.backend, device, parameters)
+        return [(Runtime(runtime.backend, "none" if runtime.quantize == AUTO else runtime.quantize, threads, chosen),
+                 f"--precision auto: {why}")]
+    quantize: str | None = None if runtime.quantize == AUTO else runtime.quantize
+    precision: str | None = None if runtime.precision == AUTO else runtime.precision
+    torch_runs = quantize in (None, "none")
+    safe = [(Runtime("torch", "none", threads, precision or "fp32"), "")] if torch_runs else []
+    if device.type != "cpu" and torch_runs:
+        return [(safe[0][0], f"device {device}: torch (GPU inference precision is not measured yet: bench/gpu_suite.py)")]
+    if parameters < AUTO_MIN_PARAMETERS and torch_runs and precision is None:
+        return [(safe[0][0], f"{parameters:,} parameters: below {AUTO_MIN_PARAMETERS:,}, a backend's one-time export "
+                             "costs more than it saves")]
+    cls, family = cpu_class(), family_of(model)
+    out = []
+    for row in rows_for(cls, family, task):
+        if quantize not in (None, row.quantize) or precision not in (None, row.precision):
+            continue
+        borrowed = f", rows of class {BORROWED[cls]}" if cls in BORROWED else ""
+        out.append((Runtime(row.backend, row.quantize, threads, row.precision),
+                    f"{family} {task}, CPU {describe_cpu()}{borrowed}: {row.speed}, {row.quality}, measured on "
+                    f"{MEASURED_ON.get(row.cpu, row.cpu)} (rankkit doctor; docs/RESULTS.md)"))
+    if not torch_runs:  # --quantize int8 with --backend auto: then every backend that runs it, in registry order
+        out += [(Runtime(b, quantize or "none", threads, precision or "fp32"), f"--quantize {quantize}: --backend {b}")
+                for b in backend_names() if _runs(b, quantize or "none", precision or "fp32")
+                and all(r.backend != b for r, _ in out)]
+        return out
+    reason = "no row of the table fits" if out else f"no measured row for {family} {task} on CPU class {cls}"
+    return out + [(safe[0][0], f"{reason}: torch")]
+
+
+def _runs(backend: str, quantize: str, precision: str) -> bool:
+    return quantize in get_backend(backend).quantizations and precision in get_backend(backend).precisions
+
+
+def quality_check(slot: EncoderSlot, encoder: nn.Module, tokenizer: Any) -> str:
+    """Agreement of ``encoder`` (a lossy backend's session) with the torch module in ``slot`` on real text
+    (the bundled DL20 calibration inputs through ``tokenizer``; probe batches without one). Returns the
+    measure; raises :class:`RankkitError` when it is below the thresholds of this module."""
+    from rankkit.runtime.export import PROBE_LENGTHS, probe_batch
+    from rankkit.runtime.openvino_backend import calibration_feeds
+
+    if tokenizer is not None:
+        samples = calibration_feeds(slot, tokenizer)
+        step = max(1, len(samples) // QUALITY_INPUTS)
+        feeds = [{k: torch.from_numpy(v) for k, v in s.items()} for s in samples[::step][:QUALITY_INPUTS]]
+        where = f"{len(feeds)} bundled DL20 texts"
+    else:
+        feeds = [probe_batch(slot, lengths) for lengths in PROBE_LENGTHS]
+        where = "the probe batches (no tokenizer)"
+    assert isinstance(encoder, OrtEncoder)
+    cosines, references, outputs = [], [], []
+    for feed in feeds:
+        reference, out = reference_output(slot, feed), encoder.run(feed).float()
+        if reference.dim() == 2 and reference.shape[1] == 1:  # one score per text
+            references.append(reference[:, 0])
+            outputs.append(out[:, 0])
+            continue
+        if reference.dim() == 3:  # hidden states: mean over real tokens
+            mask = feed["attention_mask"].unsqueeze(-1).to(reference.dtype)
+            reference, out = (reference * mask).sum(1) / mask.sum(1), (out * mask).sum(1) / mask.sum(1)
+        cosines.append(torch.nn.functional.cosine_similarity(reference, out, dim=-1))
+    if references:
+        ref, got = torch.cat(references).double(), torch.cat(outputs).double()
+        correlation = float(torch.corrcoef(torch.stack([ref, got]))[0, 1])
+        measure = f"score correlation {correlation:.4f} on {where}"
+        if not correlation >= MIN_CORRELATION:
+            raise RankkitError(f"{measure} (< {MIN_CORRELATION})")
+        return measure
+    cosine = torch.cat(cosines)
+    measure = f"pooled cosine to torch fp32 mean {float(cosine.mean()):.4f}, min {float(cosine.min()):.4f} on {where}"
+    if not (float(cosine.mean()) >= MIN_COSINE_MEAN and float(cosine.min()) >= MIN_COSINE):
+        raise RankkitError(f"{measure} (needs mean >= {MIN_COSINE_MEAN}, min >= {MIN_COSINE})")
+    return measure
+
+
+def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any) -> str:
+    """``check()``'s measure, remembered beside the export (``<export>.checks.json``) for this export file,
+    runtime, CPU and thresholds, so later commands on the same checkpoint skip it; a failure is remembered too."""
+    import hashlib
+    import json
+
+    stat = path.stat()
+    key = hashlib.sha256(json.dumps([path.name, stat.st_size, stat.st_mtime_ns, runtime.backend, runtime.quantize,
+                                     runtime.precision, describe_cpu(), QUALITY_INPUTS, MIN_COSINE_MEAN, MIN_COSINE,
+                                     MIN_CORRELATION, type(tokenizer).__name__, getattr(tokenizer, "vocab_size", None)]
+                                    ).encode()).hexdigest()[:16]
+    store = path.with_name(path.name + ".checks.json")
+    try:
+        known = json.loads(store.read_text(encoding="utf-8"))
+        assert isinstance(known, dict)
+    except (OSError, ValueError, AssertionError):
+        known = {}
+    entry = known.get(key)
+    if not (isinstance(entry, dict) and isinstance(entry.get("measure"), str)):
+        try:
+            entry = {"measure": check(), "passed": True}
+        except RankkitError as err:
+            entry = {"measure": str(err), "passed": False}
+        known[key] = entry
+        try:  # best effort: a read-only folder only means the check runs again next time
+            with atomic_write(store) as out:
+                out.write(json.dumps(known, indent=1, sort_keys=True) + "\n")
+        except (OSError, RankkitError):
+            pass
+    elif entry.get("passed"):
+        entry = {**entry, "measure": entry["measure"] + " (checked before)"}
+    if not entry.get("passed"):
+        raise RankkitError(str(entry["measure"]))
+    return str(entry["measure"])
+
+
+def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.PathLike[str] | None,
+                lossy: bool) -> tuple[list[Path], list[str]]:
+    """Swap ``model``'s encoders for ``runtime``'s sessions, each checked on real text when ``lossy``; the
+    model is changed only when every slot passes. Returns the exports and the checks' measures."""
+    from rankkit.runtime.openvino_backend import model_tokenizer
+
+    backend = get_backend(runtime.backend)
+    if not backend.available().ok:
+        raise RankkitError(f"{backend.engine} is not installed ({backend.install_hint})")
+    if runtime.threads is not None:
+        torch.set_num_threads(runtime.threads)
+    if not backend.swaps_encoders:
+        return [], []
+    slots: Sequence[EncoderSlot] = model.encoder_slots()
+    model.eval()
+    swapped, measures, tokenizer = [], [], model_tokenizer(model)
+    for slot in slots:
+        encoder, path = backend.encoder(slot, runtime, checkpoint, model)
+        if lossy:
+            measures.append(checked(path, runtime, tokenizer, functools.partial(quality_check, slot, encoder, tokenizer)))
+        swapped.append((slot, encoder, path))
+    for slot, encoder, _ in swapped:
+        setattr(slot.owner, slot.attribute, encoder)
+    log(f"running {', '.join(s.name for s in slots)} on {backend.engine} ({runtime.describe()}): "
+        + ", ".join(str(p) for _, _, p in swapped))
+    return [p for _, _, p in swapped], measures
+
+
+def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoint: str | os.PathLike[str] | None,
+           task: str = "rerank") -> tuple[Runtime, list[Path]]:
+    """Resolve ``runtime``'s ``auto`` parts for ``model`` doing ``task`` on ``device`` and put the model on
+    the choice (logged)."""
+    asked = "--backend auto" if runtime.backend == AUTO else f"--backend {runtime.backend}"
+    options = candidates(runtime, model, device, task)
+    if not options:
+        raise RankkitError(f"no backend runs --quantize {runtime.quantize} --precision {runtime.precision} on {device}")
+    for number, (candidate, why) in enumerate(options):
+        last = number == len(options) - 1
+        # Only auto's own choices are checked on text: an explicit --backend/--quantize is the user's.
+        lossy = runtime.backend == AUTO and (candidate.quantize != "none"
+                                             or (candidate.precision != "fp32" and candidate.backend != "torch"))
+        try:
+            exports, measures = try_runtime(model, candidate, checkpoint, lossy)
+        except RankkitError as err:
+            if last or runtime.backend != AUTO:
+                raise
+            log(f"{asked}: not {candidate.describe()} ({err})")
+            continue
+        check = f"; checked here: {'; '.join(measures)}" if measures else ""
+        log(f"{asked}: {candidate.describe()} ({why}{check})")
+        return candidate, exports
+    raise AssertionError("the last candidate raises or returns")  # pragma: no cover
+
+
+def summary(family: str, task: str = "rerank", device: torch.device | None = None) -> str:
+    """What ``--backend auto`` tries first for ``family`` and ``task`` on this machine (``rankkit doctor``),
+    without building anything: the first row whose backend is installed."""
+    if device is not None and device.type != "cpu":
+        return "torch fp32 (GPU; inference precision not measured yet)"
+    cls = cpu_class()
+    for row in rows_for(cls, family, task):
+        if get_backend(row.backend).available().ok:
+            where = f"rows of class {BORROWED[cls]}; " if cls in BORROWED else ""
+            return (f"{row.runtime_name} ({where}{row.speed}; {row.quality}; measured on "
+                    f"{MEASURED_ON.get(row.cpu, row.cpu)}), after a quality check on real text")
+    return f"torch fp32 (no measured row for CPU class {cls})"
+
+
+__all__ = ["BORROWED", "MIN_CORRELATION", "MIN_COSINE", "MIN_COSINE_MEAN", "TABLE", "Row", "candidates", "choose",
+           "explicit_precision", "family_of", "quality_check", "rows_for", "summary", "try_runtime"]

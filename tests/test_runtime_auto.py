@@ -1,0 +1,185 @@
+"""``--backend auto`` / ``--precision auto``: the CPU class, the measured table, the quality gate, the fallbacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from training_helpers import TOPICS, build_model, documents, tiny_backbone, write_corpus, write_topics
+
+from rankkit import cpu
+from rankkit.devices import resolve_precision
+from rankkit.formats import write_run
+from rankkit.models import get_model_class
+from rankkit.models.checkpoint import save_model
+from rankkit.runtime import Runtime, auto, load_for_inference
+from rankkit.runtime.adapter import OrtEncoder
+
+QUERIES = [" ".join(t.split()[:2]) for t in TOPICS[:3]]
+CANDIDATES = [sorted(documents().values())[i::3][:6] for i in range(3)]
+AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma", "f16c"})
+ZEN4 = AVX2 | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_backbone(tmp_path_factory.mktemp("auto") / "tiny", dropout=0.0)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RANKKIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def on_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:
+    """Pretend the CPU has ``flags``, and let ``auto`` consider tiny models (no size floor)."""
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(auto, "AUTO_MIN_PARAMETERS", 0)
+
+
+@pytest.mark.parametrize("flags, expected, bf16", [
+    (AVX2, "avx2", False),
+    (ZEN4, "avx512-bf16", True),
+    (AVX2 | {"avx512f", "avx512_vnni"}, "avx512-vnni", False),
+    (AVX2 | {"avx512f"}, "avx512", False),
+    (ZEN4 | {"amx_bf16", "amx_int8", "amx_tile"}, "amx", True),
+    (frozenset({"fp", "asimd", "asimddp", "bf16"}), "arm64", True),
+    (frozenset({"sse2"}), "baseline", False),
+])
+def test_cpu_classes(flags: frozenset[str], expected: str, bf16: bool) -> None:
+    assert cpu.cpu_class(flags) == expected and cpu.native_bf16(flags) is bf16
+    assert cpu.describe_cpu(flags).startswith(expected)
+
+
+def test_every_table_row_runs_and_names_its_machine() -> None:
+    for row in auto.TABLE:
+        Runtime(row.backend, row.quantize, None, row.precision)  # a valid, runnable combination
+        assert row.cpu in cpu.CPU_CLASSES and row.family in ("bi-encoder", "cross-encoder", "any")
+        assert "flags" in row.measured and row.speed and row.quality
+    for cls in ("amx", "avx512-bf16", "avx512-vnni", "avx512", "avx2"):
+        for family in ("bi-encoder", "cross-encoder", "any"):
+            assert auto.rows_for(cls, family), (cls, family)
+    # AVX2: OpenVINO's static int8 is slower than torch there (issue 26), so it is never a candidate.
+    assert all((r.backend, r.quantize) != ("openvino", "int8") for r in auto.rows_for("avx2", "cross-encoder"))
+
+
+@pytest.mark.parametrize("flags, first", [(AVX2, ("onnx", "int8", "fp32")), (ZEN4, ("openvino", "int8", "bf16"))])
+def test_candidates_follow_the_cpu_class(backbone: Path, monkeypatch: pytest.MonkeyPatch, flags: frozenset[str],
+                                         first: tuple[str, str, str]) -> None:
+    on_cpu(monkeypatch, flags)
+    model = build_model(get_model_class("mono"), backbone).eval()
+    options = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"))
+    assert (options[0][0].backend, options[0][0].quantize, options[0][0].precision) == first
+    assert options[-1][0] == Runtime("torch", "none", None, "fp32")  # always ends with plain torch
+    assert "cross-encoder" in options[0][1] and "measured on" in options[0][1]
+    # A fixed part narrows the choice: --quantize none leaves only unquantized rows.
+    fixed = auto.candidates(Runtime("auto", "none", None, "auto"), model, torch.device("cpu"))
+    assert all(r.quantize == "none" for r, _ in fixed)
+
+
+def test_small_models_cuda_and_unmeasured_cpus_run_torch(backbone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = build_model(get_model_class("mono"), backbone).eval()
+    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"))
+    assert runtime == Runtime("torch", "none", None, "fp32") and "parameters" in why  # tiny: under the floor
+    on_cpu(monkeypatch, frozenset({"fp", "asimd"}))
+    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"))
+    assert runtime.backend == "torch" and "no measured row" in why and "arm64" in why
+    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cuda"))
+    assert runtime.backend == "torch" and "cuda" in why
+
+
+@pytest.mark.parametrize("flags, backend, expected", [
+    (ZEN4, "openvino", "bf16"), (AVX2, "openvino", "fp32"), (ZEN4, "torch", "bf16"), (ZEN4, "onnx", "fp32"),
+])
+def test_explicit_backend_with_precision_auto(backbone: Path, monkeypatch: pytest.MonkeyPatch, flags: frozenset[str],
+                                              backend: str, expected: str) -> None:
+    on_cpu(monkeypatch, flags)
+    model = build_model(get_model_class("mono"), backbone).eval()
+    ((runtime, why),) = auto.candidates(Runtime(backend, "auto", 1, "auto"), model, torch.device("cpu"))
+    assert runtime == Runtime(backend, "none", 1, expected) and why.startswith("--precision auto")
+
+
+def test_auto_runs_the_first_row_that_passes_its_quality_check(backbone: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """On an AVX2 CPU mono's first row is onnx int8; a failed check on real text moves on to the lossless row."""
+    on_cpu(monkeypatch, AVX2)
+    model = build_model(get_model_class("mono"), backbone).eval()
+    reference = model.rerank_scores(QUERIES, CANDIDATES)
+    monkeypatch.setattr(auto, "MIN_CORRELATION", 1.01)  # no int8 run can agree this well
+    loaded = load_for_inference_of(model, monkeypatch)
+    err = capsys.readouterr().err
+    assert "--backend auto: not onnx int8" in err and "score correlation" in err
+    assert loaded.runtime == Runtime("openvino", "none", None, "fp32")
+    assert isinstance(model.pairs.encoder, OrtEncoder)
+    for ref, out in zip(reference, model.rerank_scores(QUERIES, CANDIDATES)):
+        assert torch.allclose(out, ref, atol=1e-4, rtol=0)  # the fp32 row: the same scores
+
+
+def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: pytest.MonkeyPatch, cache: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    on_cpu(monkeypatch, AVX2)
+    monkeypatch.setattr(auto, "MIN_CORRELATION", -1.0)  # the tiny random model's int8 need not be good
+    model = build_model(get_model_class("repbert"), backbone).eval()
+    monkeypatch.setattr(auto, "MIN_COSINE_MEAN", -1.0)
+    monkeypatch.setattr(auto, "MIN_COSINE", -1.0)
+    loaded = load_for_inference_of(model, monkeypatch)
+    assert loaded.runtime == Runtime("onnx", "int8", None, "fp32")
+    err = capsys.readouterr().err
+    assert "checked here: pooled cosine to torch fp32" in err and "48 bundled DL20 texts" in err
+    # The next command on the same export reuses the check (remembered beside the export).
+    checks = list(cache.rglob("*.checks.json"))
+    assert len(checks) == 1
+    again = build_model(get_model_class("repbert"), backbone).eval()
+    assert load_for_inference_of(again, monkeypatch).runtime == Runtime("onnx", "int8", None, "fp32")
+    assert "(checked before)" in capsys.readouterr().err
+
+
+def load_for_inference_of(model: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The composer on an already built model (the checkpoint loader returns it)."""
+    from rankkit.models import checkpoint
+
+    monkeypatch.setattr(checkpoint, "load_for_inference", lambda name, ck: model)
+    return load_for_inference(model.name, None, Runtime("auto", "auto", None, "auto"), "cpu")
+
+
+def test_cli_default_is_auto_and_logs_its_choice(cli: Any, backbone: Path, tmp_path: Path) -> None:
+    """The tiny test model is under the size floor: auto is torch fp32, byte for byte the explicit run."""
+    mono = save_model(build_model(get_model_class("mono"), backbone), tmp_path / "mono", {})
+    docids = sorted(documents())
+    write_run(tmp_path / "first.run", {f"t{i}": {d: float(-k) for k, d in enumerate(docids)} for i in range(2)}, "x")
+    common = ["rerank", "--model", "mono", "--checkpoint", mono, "--run", tmp_path / "first.run", "--topics",
+              write_topics(tmp_path / "topics.tsv"), "--corpus", write_corpus(tmp_path / "corpus.jsonl"), "--depth", 5]
+    result = cli(*common, "--output", tmp_path / "auto.run")
+    assert result.code == 0 and "--backend auto: torch" in result.stderr and "parameters" in result.stderr
+    assert cli(*common, "--output", tmp_path / "torch.run", "--backend", "torch", "--precision", "fp32").code == 0
+    assert (tmp_path / "auto.run").read_bytes() == (tmp_path / "torch.run").read_bytes()
+
+
+def test_training_precision_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: ZEN4)
+    assert resolve_precision("auto", torch.device("cpu"), 22_700_000)[0] == "bf16"
+    assert resolve_precision("auto", torch.device("cpu"), 10_000)[0] == "fp32"
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: AVX2)
+    precision, why = resolve_precision("auto", torch.device("cpu"), 22_700_000)
+    assert precision == "fp32" and "no native bf16" in why
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "H100")
+    for supported, expected in ((True, "bf16"), (False, "fp16")):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda supported=supported: supported)
+        assert resolve_precision("auto", torch.device("cuda", 0))[0] == expected
+    assert resolve_precision("fp32", torch.device("cuda", 0)) == ("fp32", "as given")
+
+
+def test_train_records_the_precision_that_ran(cli: Any, backbone: Path, tmp_path: Path) -> None:
+    from training_helpers import write_groups
+
+    groups = write_groups(tmp_path / "groups.jsonl")
+    result = cli("train", "--model", "mono", "--backbone", backbone, "--train", groups, "--output", tmp_path / "ck",
+                 "--max-steps", 1, "--batch-size", 1, "--group-size", 2, "--device", "cpu")
+    assert result.code == 0, result.stderr
+    assert "fp32 (--precision auto: " in result.stderr
+    meta = json.loads((tmp_path / "ck" / "rankkit.json").read_text(encoding="utf-8"))
+    assert meta["training"]["precision"] == "fp32"
