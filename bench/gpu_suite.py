@@ -31,7 +31,7 @@ measurement, so a run cut short keeps what it measured):
   checkpoint written).
 
 ``--dry-run`` runs every step on the CPU with a 2-layer backbone and small groups (fp16 is skipped:
-it needs CUDA) in about a minute; the test suite runs it (tests/test_gpu_suite.py).
+it needs CUDA) in about a minute; the test suite runs it (tests/runtime/test_gpu_suite.py).
 """
 
 from __future__ import annotations
