@@ -19,8 +19,8 @@ def train_command(
     ctx: typer.Context,
     model: Optional[str] = typer.Option(None, "--model", help="Model to train (rankkit models lists them; rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
     train: list[Path] = typer.Option([], "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape) or MS MARCO triples (text, or qidpidtriples with --collection/--queries); repeatable. Required, here or in --config."),
-    collection: Optional[Path] = typer.Option(None, "--collection", help="qidpidtriples --train files: passage texts (collection.tsv, any corpus, BEIR folder or irds:ID)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="qidpidtriples --train files: query texts (queries.train.tsv, any topics file or irds:ID)."),
+    collection: Optional[Path] = typer.Option(None, "--collection", help="Passage texts of ids-only --train files (qidpidtriples, rankkit mine --ids-only groups): collection.tsv, any corpus, BEIR folder or irds:ID; read through its docid table when a step draws them."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Query texts of ids-only --train files: queries.train.tsv, any topics file or irds:ID."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Checkpoint folder to write. Required, here or in --config."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file of settings (a paper recipe: recipes/*.toml); flags given here override it."),
     print_config: bool = typer.Option(False, "--print-config", help="Print the merged settings (--config + flags) as TOML and exit."),
@@ -104,8 +104,7 @@ def train_command(
             raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
     check_output_dir(values["output"], "--output")
     settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"],
-                "distillation": values["distillation"] or "eq12",
-                "train": _resolve_triples(list(values["train"]), collection, queries)}
+                "distillation": values["distillation"] or "eq12", "train": list(values["train"])}
     run_training(TrainConfig(**settings, model_options=options))
 
 
@@ -119,22 +118,3 @@ def _file_model_options(cls: Any, settings: dict[str, Any], config: Path | None)
             raise RankkitError(f"{config}: key {key!r} is not a setting of model {cls.name} (its settings: {flags})")
         out[key] = own[key].check(value, cls.name, key)
     return out
-
-
-def _resolve_triples(train: list[Path], collection: Optional[Path], queries: Optional[Path]) -> list[Path]:
-    """qidpidtriples files become the groups they stand for (written once to the cache); others stay as given."""
-    from rankkit.formats.groups import is_id_triples_file
-
-    # A missing file is the trainer's to report, after its checks of the settings.
-    ids = [path for path in train if Path(path).is_file() and is_id_triples_file(path)]
-    if not ids:
-        if collection is not None or queries is not None:
-            raise RankkitError("--collection and --queries give the texts of qidpidtriples --train files; none was given")
-        return train
-    if collection is None or queries is None:
-        raise RankkitError(f"{ids[0]}: qidpidtriples (qid, pid, pid) need --collection COLLECTION and --queries QUERIES")
-    from rankkit.formats.sources import resolve_corpus
-    from rankkit.training.triples import materialize_id_triples
-
-    corpus = resolve_corpus(collection)
-    return [materialize_id_triples(path, corpus, queries) if path in ids else path for path in train]

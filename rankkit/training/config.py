@@ -64,6 +64,11 @@ class TrainConfig:
     #: Each group's whole list in teacher order instead of 1 positive + sampled negatives
     #: (:mod:`rankkit.training.lists`; Set-Encoder distillation).
     whole_lists: bool = False
+    #: Passage texts of ids-only ``--train`` files (qidpidtriples, ``rankkit mine --ids-only`` groups),
+    #: looked up through the corpus's docid table when a step draws them (:mod:`rankkit.training.data`).
+    collection: Path | None = None
+    #: Query texts of ids-only ``--train`` files (any topics file).
+    queries: Path | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
 
 
