@@ -184,14 +184,26 @@ def test_mine_ids_only_trains_to_the_same_weights_as_the_text_form(tmp_path: Pat
                                                "--ids-only").stderr
 
 
+#: Forks, execs the command and prints its own peak RSS (KiB) from wait4: started as a fresh small
+#: process, because a child inherits its parent's high-water mark across exec (bench/harness.py).
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss if status == 0 else -1)
+"""
+
+
 def peak_rss_mb(args: list[str], env: dict[str, str], log: Path) -> float:
-    """Peak resident memory of one ``rankkit`` process, in MB (its own, from wait4)."""
+    """Peak resident memory of one ``rankkit`` process, in MB."""
     with open(log, "wb") as err:
-        process = subprocess.Popen([sys.executable, "-m", "rankkit", *args], env=env, stdout=subprocess.DEVNULL,
-                                   stderr=err)
-        _, status, usage = os.wait4(process.pid, 0)
-    assert status == 0, log.read_text()[-2000:]
-    return usage.ru_maxrss / 1024
+        done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, sys.executable, "-m", "rankkit", *args], env=env,
+                              stdout=subprocess.PIPE, stderr=err, check=True)
+    peak = int(done.stdout)
+    assert peak > 0, log.read_text()[-2000:]
+    return peak / 1024
 
 
 def write_big_groups(path: Path, count: int) -> Path:

@@ -197,7 +197,8 @@ def write_run(
             ranking = sort_ranking(docs)
             if k is not None:
                 ranking = ranking[:k]
-            for rank, (docid, score) in enumerate(ranking, start=1):
-                out.write(f"{qid} Q0 {docid} {rank} {format_score(score)} {tag}\n")
+            # One write per query (format_score inlined: repr of the float): runs hold millions of lines.
+            out.write("".join([f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
+                               for rank, (docid, score) in enumerate(ranking, start=1)]))
             written += len(ranking)
     return written
