@@ -1,10 +1,15 @@
-"""Dense retrieval: encode queries in batches with the index's own model and search its faiss index."""
+"""Dense retrieval: encode queries in batches with the index's own model and search its faiss index.
+
+:func:`iter_dense_search` yields each query's hits as its batch is searched, so a run of 502k
+training queries x 1000 is written as it comes (``rankkit retrieve`` does) instead of held whole
+(~80 GB); :func:`dense_search` collects them into a run for callers that want one.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import faiss
 import numpy as np
@@ -22,7 +27,22 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
                  *, device: str = "auto", model_name: str | None = None,
                  max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None,
                  runtime: Runtime | None = None) -> Run:
-    """Top-``k`` documents per query by inner product (cosine for normalised models).
+    """Top-``k`` documents per query by inner product, as a whole run (see :func:`iter_dense_search`)."""
+    return dict(iter_dense_search(index_dir, topics, k, nprobe, remove_query, batch_size, device=device,
+                                  model_name=model_name, max_query_length=max_query_length, checkpoint=checkpoint,
+                                  runtime=runtime))
+
+
+def iter_dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
+                      k: int = 1000, nprobe: int | None = None, remove_query: bool = False, batch_size: int = 64,
+                      *, device: str = "auto", model_name: str | None = None,
+                      max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None,
+                      runtime: Runtime | None = None) -> Iterator[tuple[str, dict[str, float]]]:
+    """``(qid, hits)``: the top-``k`` documents of each query by inner product (cosine for normalised
+    models), in topic order, yielded as each batch of ``batch_size`` queries is searched.
+
+    Everything is checked (index, model, options) before this returns; the search runs as the
+    result is iterated.
 
     ``topics`` is a topics file or a ``{qid: text}`` mapping. The model and checkpoint recorded in
     the index's rankkit-index.json encode the queries, so queries and documents always share an
@@ -71,8 +91,13 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
     if ivf is not None:
         ivf.nprobe = int(nprobe if nprobe is not None else meta.get("faiss", {}).get("nprobe", 10))
     depth = min(k + (1 if remove_query else 0), index.ntotal)
+    return _searched(Path(index_dir), queries, model, index, docids, runtime, k, depth, remove_query, batch_size)
+
+
+def _searched(index_dir: Path, queries: Mapping[str, str], model: Any, index: Any, docids: Sequence[str],
+              runtime: Runtime, k: int, depth: int, remove_query: bool,
+              batch_size: int) -> Iterator[tuple[str, dict[str, float]]]:
     qids = list(queries)
-    run: Run = {}
     with progress_bar("q") as bar:
         task = bar.add_task("searching", total=len(qids))
         for start in range(0, len(qids), batch_size):
@@ -91,7 +116,6 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
                     hits[docid] = float(score)
                     if len(hits) == k:
                         break
-                run[qid] = hits
+                yield qid, hits
             bar.update(task, advance=len(batch))
-    log(f"searched {len(qids):,} queries in {Path(index_dir)} (top {k})")
-    return run
+    log(f"searched {len(qids):,} queries in {index_dir} (top {k})")
