@@ -194,11 +194,17 @@ def write_run(
     written = 0
     with atomic_write(path) as out:
         for qid, docs in items:
-            ranking = sort_ranking(docs)
-            if k is not None:
-                ranking = ranking[:k]
-            # One write per query (format_score inlined: repr of the float): runs hold millions of lines.
-            out.write("".join([f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
-                               for rank, (docid, score) in enumerate(ranking, start=1)]))
-            written += len(ranking)
+            text, count = format_ranking(qid, docs, tag, k=k)
+            out.write(text)
+            written += count
     return written
+
+
+def format_ranking(qid: str, docs: Mapping[str, float], tag: str, *, k: int | None = None) -> tuple[str, int]:
+    """One query's run lines, sorted the trec_eval way and ranked 1..n (top ``k``), and how many."""
+    ranking = sort_ranking(docs)
+    if k is not None:
+        ranking = ranking[:k]
+    # One string per query (format_score inlined: repr of the float): runs hold millions of lines.
+    return "".join([f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
+                    for rank, (docid, score) in enumerate(ranking, start=1)]), len(ranking)
