@@ -122,6 +122,10 @@ def read_run_tag(path: PathLike) -> str:
     return next(iter_run_lines(path)).tag
 
 
+class ScatteredQueryError(InputError):
+    """A query's lines come back after another query's: a reader that streams query by query cannot go on."""
+
+
 def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
     """Stream a run query by query, each ranking in trec_eval order.
 
@@ -137,7 +141,8 @@ def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, floa
                 finished.add(current)
                 yield current, sort_ranking(docs)
             if row.qid in finished:
-                raise InputError(path, row.line, f"lines of query {row.qid!r} are not contiguous; sort the run by qid")
+                raise ScatteredQueryError(path, row.line,
+                                          f"lines of query {row.qid!r} are not contiguous; sort the run by qid")
             current, docs = row.qid, {}
         if not math.isfinite(row.score):
             raise InputError(path, row.line, f"score {row.score} is not finite")
