@@ -217,7 +217,7 @@ def test_worker_processes_write_the_same_run(index: Path, tmp_path: Path, monkey
     retrieve_bm25(index, TOPICS, tmp_path / "two.txt", k=200, threads=2)
     assert (tmp_path / "one.txt").read_bytes() == (tmp_path / "two.txt").read_bytes()
     with pytest.raises(RankkitError, match="no such directory"):  # a worker's error, raised here as one line
-        list(pool.iter_searched(tmp_path / "gone", Bm25Params(), [("q", "text")], 10, 1))
+        list(pool.iter_blocks(tmp_path / "gone", Bm25Params(), [("q", "text")], 10, 10, False, "t", 1))
 
 
 def test_retrieve_is_deterministic_and_ranked(index: Path, tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
 """BM25 over many queries in worker processes: ``rankkit retrieve --model bm25 --threads N``.
 
 Searching is Java (and runs in parallel on threads, :meth:`~rankkit.lexical.search.Bm25Searcher.iter_search`),
-but turning each query's hits into Python values costs about as much again under the GIL, so
-threads in one process stop scaling near 1.3x. Here each of N worker processes
+but turning each query's hits into Python values and run lines costs about as much again under
+the GIL, so threads in one process stop scaling near 1.3x. Here each of N worker processes
 (``python -m rankkit.lexical.pool``, each with its own JVM and searcher) searches batches of
-queries and sends back their hits; the parent writes them in query order. Results are identical
+queries and sends back their formatted run lines; the parent only writes them, in query order. Results are identical
 to one process (each query is searched the same way; the run is written in the topics' order).
 At most two batches per worker are in flight, so memory holds a few hundred queries' hits, not the
 run. Workers are separate programs, not ``multiprocessing`` children (a JVM does not survive a
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from rankkit.errors import RankkitError
-from rankkit.lexical.hits import Hits
 
 #: Queries a worker searches per batch.
 BATCH = 32
@@ -36,11 +35,18 @@ BATCH = 32
 MIN_QUERIES = 500
 #: A worker's JVM heap unless ``RANKKIT_JAVA_OPTS`` sets one: it holds a searcher and one query's hits.
 WORKER_HEAP = "-Xmx1g"
+#: Below this many queries a worker, its JVM compiles with C1 only: C2's compilation costs each JVM
+#: ~3-5 s of CPU that a short run does not earn back (measured on 1M passages: 1,000 queries x k 1000
+#: in one worker 11.2 s CPU with C1 only, 11.7 s with C2; 3,000 queries 27.8 s vs 23.0 s).
+C2_FROM_QUERIES = 1500
 
 
-def serve(index: str, params: Any, k: int, inbox: IO[bytes], outbox: IO[bytes]) -> None:
-    """A worker: for each ``(position, [(qid, text)])`` read from ``inbox``, write ``(position, [(qid, hits)])``."""
-    from rankkit.lexical.search import Bm25Searcher
+def serve(index: str, params: Any, settings: tuple[int, int, bool, str], inbox: IO[bytes], outbox: IO[bytes]) -> None:
+    """A worker: for each ``(position, [(qid, text)])`` read from ``inbox``, write ``(position, [(qid,
+    run lines, line count, self-hit removed)])`` (``settings``: depth searched, k kept, remove_query, tag)."""
+    from rankkit.lexical.search import Bm25Searcher, run_block
+
+    depth, k, remove_query, tag = settings
 
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # the parent already said what it opened
@@ -51,8 +57,9 @@ def serve(index: str, params: Any, k: int, inbox: IO[bytes], outbox: IO[bytes]) 
                     position, batch = pickle.load(inbox)
                 except EOFError:
                     return
-                pickle.dump((position, [(qid, searcher.search(text, k)) for qid, text in batch]), outbox,
-                            protocol=pickle.HIGHEST_PROTOCOL)
+                blocks = [(qid, *run_block(qid, searcher.search(text, depth), k, remove_query, tag))
+                          for qid, text in batch]
+                pickle.dump((position, blocks), outbox, protocol=pickle.HIGHEST_PROTOCOL)
                 outbox.flush()
     except BaseException as err:  # noqa: BLE001 - reported by the parent, one line
         pickle.dump((-1, " ".join(str(err).split()) or type(err).__name__), outbox)
@@ -62,14 +69,18 @@ def serve(index: str, params: Any, k: int, inbox: IO[bytes], outbox: IO[bytes]) 
 class _Worker:
     """One ``python -m rankkit.lexical.pool`` process and the thread reading its results."""
 
-    def __init__(self, number: int, index: Path, params: Any, k: int, results: "queue.Queue[Any]") -> None:
+    def __init__(self, number: int, index: Path, params: Any, settings: tuple[int, int, bool, str],
+                 results: "queue.Queue[Any]", short: bool = False) -> None:
         import rankkit
 
         root = str(Path(rankkit.__file__).resolve().parents[1])  # the parent's rankkit, whatever is installed
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        options = env.get("RANKKIT_JAVA_OPTS", "")
-        if "-Xmx" not in options:
-            env["RANKKIT_JAVA_OPTS"] = f"{options} {WORKER_HEAP}".strip()
+        options = env.get("RANKKIT_JAVA_OPTS", "").split()
+        if not any(o.startswith("-Xmx") for o in options):
+            options.append(WORKER_HEAP)
+        if short and not any("Tiered" in o for o in options):
+            options.append("-XX:TieredStopAtLevel=1")
+        env["RANKKIT_JAVA_OPTS"] = " ".join(options)
         # Results come back on a pipe of their own: Java may print to standard output.
         read_end, write_end = os.pipe()
         try:
@@ -83,7 +94,7 @@ class _Worker:
             os.close(write_end)
         assert self.process.stdin is not None
         self.inbox: IO[bytes] = self.process.stdin
-        pickle.dump((str(index), params, int(k)), self.inbox)
+        pickle.dump((str(index), params, settings), self.inbox)
         self.inbox.flush()
         self.number = number
         self.outstanding = 0
@@ -116,14 +127,21 @@ class _Worker:
                 self.process.wait(10)
 
 
-def iter_searched(index: Path, params: Any, queries: Iterable[tuple[str, str]], k: int,
-                  workers: int) -> Iterator[tuple[str, Hits]]:
-    """``(qid, hits)`` of each ``(qid, query)`` in order, searched by ``workers`` processes."""
+def iter_blocks(index: Path, params: Any, queries: Iterable[tuple[str, str]], depth: int, k: int,
+                remove_query: bool, tag: str, workers: int, *, count: int | None = None
+                ) -> Iterator[tuple[str, str, int, bool]]:
+    """``(qid, run lines, line count, self-hit removed)`` of each ``(qid, query)`` in order, searched
+    (``depth`` hits) and formatted (top ``k``, :func:`~rankkit.lexical.search.run_block`) by ``workers`` processes.
+
+    ``count`` (the number of queries, when known) picks the workers' JIT (:data:`C2_FROM_QUERIES`).
+    """
     results: queue.Queue[Any] = queue.Queue()
-    pool = [_Worker(n, Path(index).resolve(), params, k, results) for n in range(workers)]
+    settings = (int(depth), int(k), bool(remove_query), str(tag))
+    short = count is not None and count < C2_FROM_QUERIES * workers
+    pool = [_Worker(n, Path(index).resolve(), params, settings, results, short) for n in range(workers)]
     source = iter(queries)
     sent = received = 0
-    waiting: dict[int, list[tuple[str, Hits]]] = {}
+    waiting: dict[int, list[tuple[str, str, int, bool]]] = {}
     ended = False
 
     def send(worker: _Worker) -> bool:
@@ -167,6 +185,6 @@ def iter_searched(index: Path, params: Any, queries: Iterable[tuple[str, str]], 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers
-    index_dir, bm25_params, depth = pickle.load(sys.stdin.buffer)
+    index_dir, bm25_params, block_settings = pickle.load(sys.stdin.buffer)
     with os.fdopen(int(sys.argv[1]), "wb") as channel:
-        serve(index_dir, bm25_params, depth, sys.stdin.buffer, channel)
+        serve(index_dir, bm25_params, block_settings, sys.stdin.buffer, channel)

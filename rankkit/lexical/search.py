@@ -23,8 +23,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from rankkit.console import progress_bar, warn
 from rankkit.errors import RankkitError
-from rankkit.files import PathLike
-from rankkit.formats.runs import write_run
+from rankkit.files import PathLike, atomic_write
+from rankkit.formats.runs import format_ranking
 from rankkit.formats.topics import read_topics
 from rankkit.lexical import java, pool
 from rankkit.lexical.hits import Hits, TopHits, float32, index_major_version, scored_docs_mapper
@@ -185,9 +185,14 @@ def drop_self_hits(qid: str, hits: Hits, k: int) -> tuple[Hits, bool]:
     return kept[:k], len(kept) < len(hits)
 
 
-def iter_batches(items: list[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def run_block(qid: str, hits: Hits, k: int, remove_query: bool, tag: str) -> tuple[str, int, bool]:
+    """One query's run lines as :func:`~rankkit.formats.write_run` writes them, how many, and whether
+    its own id was dropped (``remove_query``)."""
+    removed = False
+    if remove_query:
+        hits, removed = drop_self_hits(qid, hits, k)
+    text, count = format_ranking(qid, dict(hits), tag)
+    return text, count, removed
 
 
 def retrieve_bm25(
@@ -225,27 +230,28 @@ def retrieve_bm25(
     report = RetrieveReport(queries=len(queries))
     depth = k + 1 if remove_query else k
     with contextlib.ExitStack() as stack:
+        blocks: Iterable[tuple[str, str, int, bool]]
         if threads > 1 and not params.rm3 and len(queries) >= pool.MIN_QUERIES:
             check_index(Path(index), params)
-            searched = pool.iter_searched(Path(index), params, queries, depth, threads)
+            # Workers search, format and send whole queries' lines: this process only writes them.
+            blocks = pool.iter_blocks(Path(index), params, queries, depth, k, remove_query, tag, threads,
+                                      count=len(queries))
         else:
-            searched = stack.enter_context(Bm25Searcher(index, params)).iter_search(queries, depth, threads)
+            searcher = stack.enter_context(Bm25Searcher(index, params))
+            blocks = ((qid, *run_block(qid, hits, k, remove_query, tag))
+                      for qid, hits in searcher.iter_search(queries, depth, threads))
         bar = stack.enter_context(progress_bar("q"))
         started = time.perf_counter()  # search time only, not JVM start and index opening
         task = bar.add_task(f"{tag} search", total=len(queries))
-
-        def ranked() -> Iterable[tuple[str, dict[str, float]]]:
-            for qid, hits in searched:
+        with atomic_write(output) as out:
+            for qid, text, count, removed in blocks:
                 bar.update(task, advance=1)
-                if remove_query:
-                    hits, removed = drop_self_hits(qid, hits, k)
-                    report.removed_self += removed
-                if not hits:
+                report.removed_self += removed
+                if not count:
                     report.no_hits.append(qid)
                     continue
-                yield qid, dict(hits)
-
-        report.lines = write_run(output, ranked(), tag)
+                out.write(text)
+                report.lines += count
         report.seconds = time.perf_counter() - started
     if report.no_hits:
         shown = ", ".join(report.no_hits[:5]) + (" ..." if len(report.no_hits) > 5 else "")
