@@ -235,3 +235,47 @@ def test_training_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
                                  tmp_path / "log.txt"))
     small, large = peaks
     assert large <= 1.25 * small and large - small < 12, peaks
+
+
+def test_each_rank_reads_only_its_own_groups(tmp_path: Path, tables: Path) -> None:
+    """Under DDP a rank parses the lines of its own micro-batches, no other (k = m * world + rank)."""
+    from rankkit.training.sampling import micro_batch_indices
+
+    data = open_training_data([write_groups(tmp_path / "g.jsonl", count=40)], cache_dir=tables)
+    read: list[int] = []
+    original = GroupFile.__getitem__
+
+    def counting(self: GroupFile, index: Any) -> Any:
+        read.append(int(index))
+        return original(self, index)
+
+    GroupFile.__getitem__ = counting  # type: ignore[method-assign]
+    try:
+        batches = MicroBatches(data, seed=1, batch_size=2, group_size=3, grad_accum=2, rank=1, world=2, teacher=None)
+        batches.at_step(3)
+    finally:
+        GroupFile.__getitem__ = original  # type: ignore[method-assign]
+        data.close()
+    order = batches.order(0)
+    mine = [int(j) for m in range(2) for j in micro_batch_indices(order, 3, m, 1, 2, 2, 2)]
+    assert read == mine and len(read) == 4
+
+
+def test_qidpidtriples_train_without_a_converted_copy(tmp_path: Path, cli: Callable[..., Any],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANKKIT_CACHE_DIR", str(tmp_path / "cache"))
+    collection, queries = write_collection(tmp_path)
+    triples = tmp_path / "qidpid.tsv"
+    triples.write_text("".join(f"{g.qid}\t{g.pos[0].docid}\t{g.neg[0].docid}\n" for g in read_groups(tmp_path / "g.jsonl")))
+    result = cli("train", "--model", "mono", "--train", triples, "--collection", collection, "--queries", queries,
+                 "--backbone", tiny_backbone(tmp_path / "tiny"), "--max-steps", 2, "--batch-size", 4, "--group-size", 2,
+                 "--device", "cpu", "-o", tmp_path / "out")
+    assert result.code == 0, result.stderr
+    cache = tmp_path / "cache"
+    assert sorted(p.name for p in cache.iterdir()) == ["docstore", "groups"]  # tables only, no groups written out
+    (table,) = (cache / "groups").iterdir()
+    assert tree_bytes(table) < triples.stat().st_size * 4 + 4096  # offsets and id hashes, no texts
+
+
+def tree_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
