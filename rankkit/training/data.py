@@ -539,13 +539,14 @@ def open_training_data(paths: Sequence[Path], *, collection: Path | None = None,
                        dist: Dist = SINGLE, cache_dir: Path | None = None) -> TrainingData:
     """The ``--train`` files as one lazily read :class:`TrainingData`.
 
-    Under torchrun, local rank 0 builds the tables that are missing while the other ranks wait,
-    then every rank opens them (no rank parses a file the others already indexed).
+    Under torchrun, local rank 0 builds the tables that are missing (the training files' and the
+    collection's docid table) while the other ranks wait, then every rank opens them.
     """
     if dist.local_rank == 0:
-        for path in paths:
-            if not is_stream(path) or Path(path).is_file():
-                ensure_table(Path(path), cache_dir)
+        shapes = [(fresh_header(ensure_table(Path(path), cache_dir), Path(path)) or {}).get("shape")
+                  for path in paths if not is_stream(path) or Path(path).is_file()]
+        if collection is not None and any(shape in ID_SHAPES for shape in shapes):
+            CorpusDocStore(Path(resolve_corpus(collection))).close()  # the collection's docid table too, once
     dist.barrier()
     files: list[GroupFile] = []
     try:
