@@ -332,6 +332,13 @@ class DocidList(Sequence[str]):
     def __len__(self) -> int:
         return int(self._ends.size)
 
+    def take(self, rows: Sequence[int]) -> list[str]:
+        """The docids of several rows at once (one NumPy gather, no per-row array indexing)."""
+        picked = np.asarray(rows, dtype=np.int64)
+        data = self._data
+        out = [data[a:b].decode("utf-8") for a, b in zip(self._starts[picked].tolist(), self._ends[picked].tolist())]
+        return [d[:-1] if d.endswith("\r") else d for d in out]
+
     @overload
     def __getitem__(self, row: int) -> str: ...
 

@@ -98,6 +98,7 @@ def _searched(index_dir: Path, queries: Mapping[str, str], model: Any, index: An
               runtime: Runtime, k: int, depth: int, remove_query: bool,
               batch_size: int) -> Iterator[tuple[str, dict[str, float]]]:
     qids = list(queries)
+    take = getattr(docids, "take", None) or (lambda rows: [docids[r] for r in rows])
     with progress_bar("q") as bar:
         task = bar.add_task("searching", total=len(qids))
         for start in range(0, len(qids), batch_size):
@@ -106,11 +107,10 @@ def _searched(index_dir: Path, queries: Mapping[str, str], model: Any, index: An
                 vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
             scores, rows = index.search(np.ascontiguousarray(vectors.numpy(), dtype=np.float32), depth)
             for qid, row_scores, row_ids in zip(batch, scores, rows):
+                kept = row_ids >= 0  # IVF probes can return fewer than `depth` hits
+                ids = take(row_ids[kept].tolist())
                 hits: dict[str, float] = {}
-                for score, row in zip(row_scores.tolist(), row_ids.tolist()):
-                    if row < 0:  # IVF probes can return fewer than `depth` hits
-                        continue
-                    docid = docids[row]
+                for docid, score in zip(ids, row_scores[kept].tolist()):
                     if remove_query and docid == qid:
                         continue
                     hits[docid] = float(score)

@@ -253,7 +253,11 @@ def _evaluate_run(name: str, queries: Iterable[tuple[str, Mapping[str, float] | 
     run_queries = depth = 0
 
     def score(chunk: dict[str, dict[str, float]], pytrec_only: bool = False) -> None:
-        for group in groups:
+        # Evaluators over the chunk's judgments only: ir_measures reports every qrels query of an
+        # evaluator at each call (zeros for the absent), which over all the qrels would make a
+        # chunked run quadratic.
+        judged = {qid: qrels[qid] for qid in chunk}
+        for group in _evaluators(specs, judged) if len(chunk) < len(qrels) else groups:
             if pytrec_only and not group.pytrec:
                 continue
             cut = min((d for d in (max_docs, group.depth) if d is not None), default=None)

@@ -135,20 +135,37 @@ def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, floa
     finished: set[str] = set()
     current: str | None = None
     docs: dict[str, float] = {}
-    for row in iter_run_lines(path):
-        if row.qid != current:
+    isfinite = math.isfinite
+    columns = 0
+    # The hot loop parses inline, as read_run does (no RunLine per line); a bad line is re-parsed
+    # by parse_run_line for its precise error.
+    for number, text in iter_lines(path, skip_comments=True):
+        fields = text.split()
+        if not columns:
+            columns = 3 if len(fields) == 3 else 6
+        try:
+            if columns == 3 or len(fields) != 6:
+                row = parse_run_line(path, number, text, columns)
+                qid, docid, score = row.qid, row.docid, row.score
+            else:
+                qid, _, docid, rank_text, score_text, _tag = fields
+                int(rank_text)
+                score = float(score_text)
+        except ValueError:
+            parse_run_line(path, number, text, columns)  # raises the precise error
+            raise AssertionError("unreachable") from None
+        if qid != current:
             if current is not None:
                 finished.add(current)
                 yield current, sort_ranking(docs)
-            if row.qid in finished:
-                raise ScatteredQueryError(path, row.line,
-                                          f"lines of query {row.qid!r} are not contiguous; sort the run by qid")
-            current, docs = row.qid, {}
-        if not math.isfinite(row.score):
-            raise InputError(path, row.line, f"score {row.score} is not finite")
-        if row.docid in docs:
-            raise InputError(path, row.line, f"duplicate document {row.docid!r} for query {row.qid!r}")
-        docs[row.docid] = row.score
+            if qid in finished:
+                raise ScatteredQueryError(path, number, f"lines of query {qid!r} are not contiguous; sort the run by qid")
+            current, docs = qid, {}
+        if not isfinite(score):
+            raise InputError(path, number, f"score {score} is not finite")
+        if docid in docs:
+            raise InputError(path, number, f"duplicate document {docid!r} for query {qid!r}")
+        docs[docid] = score
     if current is not None:
         yield current, sort_ranking(docs)
 
