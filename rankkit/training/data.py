@@ -129,9 +129,9 @@ class _Hashed(io.RawIOBase):
 class _Column:
     """An array written to ``path`` in chunks (flat memory however long the file)."""
 
-    def __init__(self, path: Path, typecode: str = "Q") -> None:
+    def __init__(self, path: Path) -> None:
         self.handle = open(path, "wb")
-        self.buffer = array(typecode)
+        self.buffer = array("Q")
         self.count = 0
 
     def extend(self, values: Iterable[int]) -> None:
@@ -142,7 +142,7 @@ class _Column:
     def flush(self) -> None:
         self.count += len(self.buffer)
         self.handle.write(self.buffer.tobytes())  # little-endian on every platform rankkit runs on
-        self.buffer = array(self.buffer.typecode)
+        self.buffer = array("Q")
 
     def close(self) -> None:
         self.flush()
@@ -274,9 +274,9 @@ class GroupFile(Sequence[TrainingGroup]):
         self._text = os.open(text, os.O_RDONLY)
 
     @classmethod
-    def open(cls, path: Path, cache_dir: Path | None = None, *, build: bool = True) -> "GroupFile":
-        """The group file of ``path``: its cached table (built when ``build``), or a table of this run
-        only for a stream."""
+    def open(cls, path: Path, cache_dir: Path | None = None) -> "GroupFile":
+        """The group file of ``path``: its cached table (built when missing or stale), or a table of
+        this run only for a stream."""
         path = Path(path)
         if is_stream(path) and not path.is_file():
             folder = Path(tempfile.mkdtemp(prefix="rankkit-groups-"))
@@ -285,11 +285,10 @@ class GroupFile(Sequence[TrainingGroup]):
             except BaseException:
                 remove_tree(folder)
                 raise
-        folder = ensure_table(path, cache_dir) if build else table_dir(path, cache_dir)
+        folder = ensure_table(path, cache_dir)
         header = fresh_header(folder, path)
-        if header is None:  # built by another rank, then changed or removed
-            folder = ensure_table(path, cache_dir)
-            header = fresh_header(folder, path) or {}
+        if header is None:  # the file changed while its table was being built
+            raise InputError(path, None, "changed while it was being indexed; run again")
         return cls(path, folder, header)
 
     @property
