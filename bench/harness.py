@@ -76,7 +76,7 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 _, status, usage = os.wait4(pid, 0)
 seconds = time.perf_counter() - started
 with open(report, "w") as handle:
-    json.dump({"maxrss": usage.ru_maxrss, "seconds": seconds}, handle)
+    json.dump({"maxrss": usage.ru_maxrss, "seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime}, handle)
 code = os.waitstatus_to_exitcode(status)
 sys.exit(code if code >= 0 else 128 - code)
 """
@@ -92,6 +92,8 @@ class Measured:
     peak_rss_mb: float | None
     stdout: str = ""
     stderr: str = ""
+    #: User + system CPU seconds of the command and every process it waited for (the launcher's wait4).
+    cpu_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -132,13 +134,14 @@ def run_measured(
             capture_output=capture, text=True, encoding="utf-8", errors="replace", check=False,
         )
         seconds = time.perf_counter() - started
-        peak = None
+        peak = cpu = None
         if report.exists():
             usage = json.loads(report.read_text(encoding="utf-8"))
             # ru_maxrss is in KiB on Linux, bytes on macOS.
             peak = usage["maxrss"] / (2**20 if sys.platform == "darwin" else 1024)
             seconds = usage["seconds"]
-    return Measured(argv, done.returncode, seconds, peak, done.stdout or "", done.stderr or "")
+            cpu = usage.get("cpu")
+    return Measured(argv, done.returncode, seconds, peak, done.stdout or "", done.stderr or "", cpu)
 
 
 def _status_mb(name: str) -> float:

@@ -489,13 +489,15 @@ def train(model: str | None = None, train: PathLike | Sequence[PathLike] | None 
         settings["train"] = train
     if output is not None:
         settings["output"] = output
+    if collection is not None:
+        settings["collection"] = collection
+    if queries is not None:
+        settings["queries"] = queries
     values, given, own = api_settings(settings)
     values, file_options, recipe = merge_recipe(values, given, None if config is None else Path(config))
     cls = model_class(values)
     options = {**model_options(cls, file_options, str(config)), **model_options(cls, own, API)}
-    train_config = finish_config(values, options, recipe, collection=None if collection is None else Path(collection),
-                                 queries=None if queries is None else Path(queries))
-    return run_training(train_config, callbacks)
+    return run_training(finish_config(values, options, recipe), callbacks)
 
 
 __all__ = ["dense_search", "evaluate", "experiment", "from_frame", "fuse", "load_model", "load_qrels", "load_topics",

@@ -81,7 +81,8 @@ def eval_command(
     _choice("--correction", correction, CORRECTIONS)
 
     from rankkit.console import log, warn
-    from rankkit.evaluation.evaluate import curve_cutoffs, evaluate, read_inputs, recall_curves, warn_left_out
+    from rankkit.evaluation.evaluate import curve_cutoffs, evaluate, recall_curves, run_names, warn_left_out
+    from rankkit.formats.sources import load_qrels
     from rankkit.evaluation.measures import expand_groups, parse_measures
     from rankkit.evaluation.report import render
     from rankkit.formats import atomic_write
@@ -106,8 +107,11 @@ def eval_command(
     check_outputs([("--output", output), ("--plot", plot)],
                   [("--qrels", qrels), *(("RUN", path) for path in paths)])
 
-    loaded, qrels_data = read_inputs(paths, qrels)
-    result = evaluate(loaded, qrels_data, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
+    # Each run is read query by query (rankkit.evaluation.evaluate): memory does not grow with its length.
+    names = run_names(paths)
+    qrels_data = load_qrels(qrels)
+    result = evaluate({name: name for name in names}, qrels_data, specs, complete=complete, max_docs=max_docs,
+                      rel_level=rel_level)
     warn_left_out(result)
     significance = None
     if baseline is not None:
@@ -131,8 +135,9 @@ def eval_command(
 
         curves = None
         if wants_recall:
+            longest = max(run_eval.depth for run_eval in result.runs.values())
             curves = recall_curves(
-                loaded, qrels_data, curve_cutoffs(loaded, max_docs),
+                {name: name for name in names}, qrels_data, curve_cutoffs(longest, max_docs),
                 complete=complete, max_docs=max_docs, rel_level=rel_level)
         plot_evaluation(result, plot, baseline=baseline or paths[0], recall=curves)
         log(f"eval: plot -> {plot}")

@@ -11,8 +11,7 @@ from rankkit.cli.app import app, float_range, int_range
 from rankkit.console import log, progress_bar
 from rankkit.errors import RankkitError
 from rankkit.files import check_outputs
-from rankkit.formats.runs import Run, read_run, write_run
-from rankkit.fusion import FUSION_METHODS, check_fusion_options, fuse
+from rankkit.fusion import FUSION_METHODS, check_fusion_options, fuse_files
 
 
 def parse_weights(text: str) -> list[float]:
@@ -65,18 +64,11 @@ def fuse_command(
         raise RankkitError(f"--runtag must be one non-empty word, got {tag!r}")
     # Check method, run count and options before reading (possibly large) inputs.
     check_fusion_options(method, len(runs), k=k, depth=depth, **options)
-    # Fusing reads every input whole before writing, so -o may rewrite one of the runs in place.
+    # The output is written through an atomic rename, so -o may name one of the runs (rewritten in place).
     check_outputs([("--output", output)])
 
-    loaded: list[Run] = []
-    with progress_bar("run", transient=True) as bar:
-        task = bar.add_task("reading runs", total=len(runs))
-        for path in runs:
-            loaded.append(read_run(path, depth=depth))
-            bar.advance(task)
-    total = len({qid for run in loaded for qid in run})
     with progress_bar("q", transient=True) as bar:
-        task = bar.add_task(f"fusing ({method})", total=total)
-        fused = fuse(loaded, method, k=k, depth=depth, on_query=lambda _: bar.advance(task), **options)
-    lines = write_run(output, fused, tag=tag, k=k)
-    log(f"fuse: {method} of {len(runs)} runs -> {output} ({len(fused)} queries, {lines} lines)")
+        task = bar.add_task(f"fusing ({method})", total=None)
+        queries, lines = fuse_files(runs, output, method, k=k, depth=depth, tag=tag,
+                                    on_query=lambda _: bar.advance(task), **options)
+    log(f"fuse: {method} of {len(runs)} runs -> {output} ({queries} queries, {lines} lines)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Union
 
 import typer
 
@@ -85,7 +85,7 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
     # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
     import time
 
-    from rankkit.dense import dense_search
+    from rankkit.dense import iter_dense_search
     from rankkit.formats import write_run
 
     options = request.options
@@ -95,7 +95,7 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
 
         faiss.omp_set_num_threads(request.threads)
     started = time.perf_counter()
-    run = dense_search(
+    searched = iter_dense_search(
         request.index,
         request.topics,
         k=request.k,
@@ -108,11 +108,19 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
         checkpoint=request.options.get("checkpoint"),
         runtime=runtime,
     )
-    lines = write_run(request.output, run, request.runtag or model)
-    empty = sum(1 for docs in run.values() if not docs)
+    counts = {"queries": 0, "empty": 0}
+
+    def counted() -> Iterator[tuple[str, dict[str, float]]]:  # written as searched: never the whole run in memory
+        for qid, docs in searched:
+            counts["queries"] += 1
+            counts["empty"] += not docs
+            yield qid, docs
+
+    lines = write_run(request.output, counted(), request.runtag or model)
+    queries = counts["queries"]
     seconds = time.perf_counter() - started
-    log(f"wrote {lines:,} lines for {len(run) - empty:,} of {len(run):,} queries to {request.output} "
-        f"in {seconds:.1f} s ({len(run) / max(seconds, 1e-9):,.1f} q/s)")
+    log(f"wrote {lines:,} lines for {queries - counts['empty']:,} of {queries:,} queries to {request.output} "
+        f"in {seconds:.1f} s ({queries / max(seconds, 1e-9):,.1f} q/s)")
 
 
 def dense_retriever(model: str) -> Entry[RetrieveRequest]:

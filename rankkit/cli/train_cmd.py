@@ -18,8 +18,8 @@ def train_command(
     ctx: typer.Context,
     model: Optional[str] = typer.Option(None, "--model", help="Model to train: {models} (rankkit train --model NAME --help shows NAME's options). Required, here or in --config."),
     train: list[Path] = typer.Option([], "--train", help="Training groups JSONL (rankkit or FlagEmbedding shape) or MS MARCO triples (text, or qidpidtriples with --collection/--queries); repeatable. Required, here or in --config."),
-    collection: Optional[Path] = typer.Option(None, "--collection", help="qidpidtriples --train files: passage texts (collection.tsv, any corpus, BEIR folder or irds:ID)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="qidpidtriples --train files: query texts (queries.train.tsv, any topics file or irds:ID)."),
+    collection: Optional[Path] = typer.Option(None, "--collection", help="Passage texts of ids-only --train files (qidpidtriples, rankkit mine --ids-only groups): collection.tsv, any corpus, BEIR folder or irds:ID; read through its docid table when a step draws them."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Query texts of ids-only --train files: queries.train.tsv, any topics file or irds:ID."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Checkpoint folder to write. Required, here or in --config."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file of settings (a paper recipe: recipes/*.toml); flags given here override it."),
     print_config: bool = typer.Option(False, "--print-config", help="Print the merged settings (--config + flags) as TOML and exit."),
@@ -84,4 +84,4 @@ def train_command(
     if print_config:
         sys.stdout.write(recipes.format_settings({**values, **options}, recipe))
         return
-    run_training(train_settings.finish_config(values, options, recipe, collection=collection, queries=queries))
+    run_training(train_settings.finish_config(values, options, recipe))

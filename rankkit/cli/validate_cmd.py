@@ -10,7 +10,8 @@ import typer
 from rankkit.cli.app import app
 from rankkit.console import log, progress_bar
 from rankkit.files import check_outputs
-from rankkit.formats.validate import validate_run, write_fixed_run
+from rankkit.errors import RankkitError
+from rankkit.formats.validate import validate_run
 
 
 @app.command("validate")
@@ -32,17 +33,18 @@ def validate_command(
     --fix drops malformed and non-finite lines, keeps the best score of duplicates, re-sorts and
     re-ranks 1..n, keeping the run tag.
     """
-    # --fix RUN rewrites the run in place (it is read whole first); it must never replace the qrels.
+    # --fix RUN rewrites the run in place (an atomic write, renamed over it at the end); never the qrels.
     check_outputs([("--fix", fix)], [("--qrels", qrels)])
     with progress_bar("line", transient=True) as bar:
         task = bar.add_task("validating", total=None)
-        report = validate_run(run, qrels, on_lines=lambda n: bar.advance(task, n))
+        report = validate_run(run, qrels, on_lines=lambda n: bar.advance(task, n), fix=fix)
     if not quiet:
         for problem in report.problems:
             typer.echo(str(problem))
     typer.echo(report.summary())
     if fix is not None:
-        lines = write_fixed_run(report, fix)
-        log(f"validate: wrote fixed copy {fix} ({len(report.clean_run)} queries, {lines} lines)")
+        if report.fixed_lines is None:
+            raise RankkitError(f"{report.path}: no valid run line to keep; --fix writes no empty run")
+        log(f"validate: wrote fixed copy {fix} ({report.queries} queries, {report.fixed_lines} lines)")
     if not report.ok:
         raise typer.Exit(1)

@@ -1,10 +1,15 @@
-"""Dense retrieval: encode queries in batches with the index's own model and search its faiss index."""
+"""Dense retrieval: encode queries in batches with the index's own model and search its faiss index.
+
+:func:`iter_dense_search` yields each query's hits as its batch is searched, so a run of 502k
+training queries x 1000 is written as it comes (``rankkit retrieve`` does) instead of held whole
+(~80 GB); :func:`dense_search` collects them into a run for callers that want one.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import faiss
 import numpy as np
@@ -23,7 +28,22 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
                  *, device: str = "auto", model_name: str | None = None,
                  max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None,
                  runtime: Runtime | None = None) -> Run:
-    """Top-``k`` documents per query by inner product (cosine for normalised models).
+    """Top-``k`` documents per query by inner product, as a whole run (see :func:`iter_dense_search`)."""
+    return dict(iter_dense_search(index_dir, topics, k, nprobe, remove_query, batch_size, device=device,
+                                  model_name=model_name, max_query_length=max_query_length, checkpoint=checkpoint,
+                                  runtime=runtime))
+
+
+def iter_dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
+                      k: int = 1000, nprobe: int | None = None, remove_query: bool = False, batch_size: int = 64,
+                      *, device: str = "auto", model_name: str | None = None,
+                      max_query_length: int | None = None, checkpoint: str | os.PathLike[str] | None = None,
+                      runtime: Runtime | None = None) -> Iterator[tuple[str, dict[str, float]]]:
+    """``(qid, hits)``: the top-``k`` documents of each query by inner product (cosine for normalised
+    models), in topic order, yielded as each batch of ``batch_size`` queries is searched.
+
+    Everything is checked (index, model, options) before this returns; the search runs as the
+    result is iterated.
 
     ``topics`` is a topics file or a ``{qid: text}`` mapping. The model and checkpoint recorded in
     the index's rankkit-index.json encode the queries, so queries and documents always share an
@@ -79,8 +99,14 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
     if ivf is not None:
         ivf.nprobe = int(nprobe if nprobe is not None else meta.get("faiss", {}).get("nprobe", 10))
     depth = min(k + (1 if remove_query else 0), index.ntotal)
+    return _searched(Path(index_dir), queries, model, index, docids, runtime, k, depth, remove_query, batch_size)
+
+
+def _searched(index_dir: Path, queries: Mapping[str, str], model: Any, index: Any, docids: Sequence[str],
+              runtime: Runtime, k: int, depth: int, remove_query: bool,
+              batch_size: int) -> Iterator[tuple[str, dict[str, float]]]:
     qids = list(queries)
-    run: Run = {}
+    take = getattr(docids, "take", None) or (lambda rows: [docids[r] for r in rows])
     with progress_bar("q") as bar:
         task = bar.add_task("searching", total=len(qids))
         for start in range(0, len(qids), batch_size):
@@ -89,17 +115,15 @@ def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[st
                 vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
             scores, rows = index.search(np.ascontiguousarray(vectors.numpy(), dtype=np.float32), depth)
             for qid, row_scores, row_ids in zip(batch, scores, rows):
+                kept = row_ids >= 0  # IVF probes can return fewer than `depth` hits
+                ids = take(row_ids[kept].tolist())
                 hits: dict[str, float] = {}
-                for score, row in zip(row_scores.tolist(), row_ids.tolist()):
-                    if row < 0:  # IVF probes can return fewer than `depth` hits
-                        continue
-                    docid = docids[row]
+                for docid, score in zip(ids, row_scores[kept].tolist()):
                     if remove_query and docid == qid:
                         continue
                     hits[docid] = float(score)
                     if len(hits) == k:
                         break
-                run[qid] = hits
+                yield qid, hits
             bar.update(task, advance=len(batch))
-    log(f"searched {len(qids):,} queries in {Path(index_dir)} (top {k})")
-    return run
+    log(f"searched {len(qids):,} queries in {index_dir} (top {k})")

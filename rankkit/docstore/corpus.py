@@ -290,6 +290,16 @@ class CorpusDocStore(DocStore):
     def _read(self, offset: int) -> Document:
         return self._parse(self.path, 0, _line_at(self._handle, offset, self.path))
 
+    def holds(self, hashes: np.ndarray) -> np.ndarray:
+        """Which docid hashes (:func:`~rankkit.formats.ids.docid_hash`) the table holds, vectorised.
+
+        A membership test without reading the corpus (training checks every id of its groups up
+        front this way); a hash collision can only make an absent docid look present, and the
+        look-up of its text still checks the docid.
+        """
+        at = np.minimum(np.searchsorted(self._keys, hashes), max(self.documents - 1, 0))
+        return np.asarray(self._keys[at] == hashes) if self.documents else np.zeros(len(hashes), dtype=bool)
+
     def get_many(self, docids: Iterable[str], *, missing: Missing = "error") -> dict[str, str]:
         """Texts by docid; reads in file order so a batch costs one forward sweep over the corpus."""
         wanted = list(dict.fromkeys(docids))

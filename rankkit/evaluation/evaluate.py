@@ -1,22 +1,28 @@
 """Evaluate runs against qrels with ir_measures, averaging the trec_eval way.
 
-:func:`evaluate` is the library entry point (runs and qrels in memory, in that order, as in all of
-rankkit's Python API); :func:`evaluate_files` reads the files, warns about queries it leaves out,
-and is what ``rankkit eval`` calls.
+:func:`evaluate` is the library entry point (runs and qrels, in that order, as in all of rankkit's
+Python API); :func:`evaluate_files` reads the files, warns about queries it leaves out, and is what
+``rankkit eval`` calls.
 
 Averaging follows trec_eval: by default each run is averaged over the queries it shares with the
 qrels (queries only in the run are ignored, qrels queries without results are skipped);
 ``complete=True`` is ``trec_eval -c``: every qrels query counts, those without results as an
 empty ranking (zero for every measure except counters like num_rel). ``max_docs`` is
 ``trec_eval -M`` and ``rel_level`` is ``trec_eval -l``.
+
+Runs are evaluated a chunk of queries at a time (every measure is per query): a run given as a
+file path is read query by query (:func:`rankkit.formats.iter_run_queries`), so a 7M-line dev run
+or a 50M-line training run is evaluated in flat memory; a run whose queries are split over several
+blocks is read whole instead, as before.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import ir_measures
 import numpy as np
@@ -26,7 +32,12 @@ from rankkit.evaluation.measures import MIN_GEO_MEAN, MeasureSpec, parse_measure
 from rankkit.files import PathLike
 from rankkit.formats.qrels import Qrels
 from rankkit.formats.sources import load_qrels
-from rankkit.formats.runs import Run, read_run, sort_ranking
+from rankkit.formats.runs import Run, ScatteredQueryError, iter_run_queries, read_run, sort_ranking
+
+#: A run to evaluate: in memory, a file (read query by query), or ``(qid, docs)`` pairs.
+RunSource = Mapping[str, Mapping[str, float]] | str | os.PathLike[str] | Iterable[tuple[str, Mapping[str, float]]]
+#: Documents evaluated per call of an evaluator (the memory a streamed run needs).
+CHUNK_DOCS = 200_000
 
 
 def qid_sort_key(qid: str) -> tuple[int, int, str]:
@@ -45,6 +56,7 @@ class RunEval:
     left_out: list[str] = field(default_factory=list)  # run queries that are not in the qrels
     run_queries: int = 0  # queries in the run file, judged or not
     no_results: list[str] = field(default_factory=list)  # qrels queries the run has no results for
+    depth: int = 0  # the longest ranking of the run
 
     def per_query(self, labels: Sequence[str]) -> dict[str, dict[str, float]]:
         """``{qid: {label: value}}`` in query order."""
@@ -174,33 +186,6 @@ def _evaluators(specs: Sequence[MeasureSpec], qrels: Qrels) -> list[_Group]:
     return groups
 
 
-def _depth(value: object) -> int:
-    """How deeply the first entries of ``value`` nest mappings: qrels and one run are 2, ``{name: run}`` is 3."""
-    depth = 0
-    while isinstance(value, Mapping):
-        depth += 1
-        if not value:
-            break
-        value = next(iter(value.values()))
-    return depth
-
-
-def check_argument_order(runs: object, qrels: object) -> None:
-    """Refuse the swapped order ``evaluate(qrels, runs)`` and a single run given as ``runs``.
-
-    Only the first entries are looked at: ``runs`` is ``{name: {qid: {docid: score}}}`` (three levels),
-    qrels ``{qid: {docid: label}}`` (two).
-    """
-    if not isinstance(runs, Mapping) or not isinstance(qrels, Mapping):
-        raise RankkitError("evaluate(runs, qrels, ...) takes runs as {name: {qid: {docid: score}}} and qrels as "
-                           f"{{qid: {{docid: label}}}}, got {type(runs).__name__} and {type(qrels).__name__}")
-    if _depth(qrels) == 3 and _depth(runs) <= 2:
-        raise RankkitError("evaluate(runs, qrels, ...): the runs come first, then the qrels (the arguments look swapped)")
-    if runs and _depth(runs) == 2:
-        raise RankkitError("evaluate(runs, qrels, ...): runs is {name: {qid: {docid: score}}}; wrap a single run "
-                           "as {'run': run}")
-
-
 def aggregate(values: np.ndarray, how: str) -> float:
     """Average one measure's per-query values: arithmetic mean, sum (counters) or geometric mean.
 
@@ -215,8 +200,35 @@ def aggregate(values: np.ndarray, how: str) -> float:
     return float(values.mean())
 
 
+def _depth(value: object) -> int:
+    """How deeply the first entries of ``value`` nest mappings: qrels and one run are 2, ``{name: run}`` is 3."""
+    depth = 0
+    while isinstance(value, Mapping):
+        depth += 1
+        if not value:
+            break
+        value = next(iter(value.values()))
+    return depth
+
+
+def check_argument_order(runs: object, qrels: object) -> None:
+    """Refuse the swapped order ``evaluate(qrels, runs)`` and a single run given as ``runs``.
+
+    Only the first entries are looked at: ``runs`` is ``{name: run}`` with runs in memory (``{qid: {docid:
+    score}}``, three levels in all), run files or streams (one level); qrels ``{qid: {docid: label}}`` (two).
+    """
+    if not isinstance(runs, Mapping) or not isinstance(qrels, Mapping):
+        raise RankkitError("evaluate(runs, qrels, ...) takes runs as {name: {qid: {docid: score}}} and qrels as "
+                           f"{{qid: {{docid: label}}}}, got {type(runs).__name__} and {type(qrels).__name__}")
+    if _depth(qrels) == 3 and _depth(runs) <= 2:
+        raise RankkitError("evaluate(runs, qrels, ...): the runs come first, then the qrels (the arguments look swapped)")
+    if runs and _depth(runs) == 2:
+        raise RankkitError("evaluate(runs, qrels, ...): runs is {name: {qid: {docid: score}}}; wrap a single run "
+                           "as {'run': run}")
+
+
 def evaluate(
-    runs: Mapping[str, Run],
+    runs: Mapping[str, RunSource],
     qrels: Qrels,
     measures: Sequence[str | MeasureSpec] | None = None,
     *,
@@ -224,11 +236,12 @@ def evaluate(
     max_docs: int | None = None,
     rel_level: int | None = None,
 ) -> EvalResult:
-    """Score every run of ``runs`` (``{name: run}``) against ``qrels`` on ``measures`` (default
+    """Score every run of ``runs`` against ``qrels`` on ``measures`` (default
     :data:`~rankkit.evaluation.measures.DEFAULT_MEASURES`).
 
     The order is runs, then qrels, as everywhere in rankkit's Python API (and ir_measures' ``calc(qrels,
-    run)`` reversed, on purpose: the run is what is being evaluated). ``measures`` are strings in
+    run)`` reversed, on purpose: the run is what is being evaluated). ``runs`` maps names to runs in
+    memory, run files (read query by query) or ``(qid, docs)`` streams. ``measures`` are strings in
     ir_measures or trec_eval syntax, or parsed :class:`MeasureSpec`. ``complete`` is ``trec_eval -c``,
     ``max_docs`` is ``-M``, ``rel_level`` is ``-l`` (applied to string measures; parsed specs already
     carry their ``rel``).
@@ -248,51 +261,108 @@ def evaluate(
 
     qrels_qids = sorted(qrels, key=qid_sort_key)
     groups = _evaluators(specs, qrels)
-
     out: dict[str, RunEval] = {}
     for name, run in runs.items():
-        left_out = [qid for qid in run if qid not in qrels]
-        no_results = [qid for qid in qrels_qids if qid not in run]
-        qids = qrels_qids if complete else [qid for qid in qrels_qids if qid in run]
-        if len(left_out) == len(run):
-            raise RankkitError(f"{name}: none of its {len(run)} queries is in the qrels (wrong qrels file?)")
-        column = {qid: i for i, qid in enumerate(qids)}
-        values = np.full((len(specs), len(qids)), np.nan)
-        for group in groups:
-            # pytrec_eval scores an empty ranking like trec_eval -c does (num_rel, num_q still count);
-            # other providers get only queries with results and report their default for the rest.
-            wanted = qids if group.pytrec else [qid for qid in qids if qid in run]
-            depth = min((d for d in (max_docs, group.depth) if d is not None), default=None)
-            prepared = _prepare(run, wanted, depth, trec_order=not group.pytrec)
-            for metric in group.evaluator.iter_calc(prepared):
-                col = column.get(metric.query_id)
-                if col is None:
-                    continue  # a qrels query that is not averaged over (not in the run, no -c)
-                for row in group.rows[metric.measure]:
-                    values[row, col] = metric.value
-        empty = [column[qid] for qid in qids if not run.get(qid)]
-        if empty:
-            # pytrec_eval's interpolated precision at recall 0 of an empty ranking is 0/0; trec_eval -c
-            # counts it as zero like every other measure of a query without results.
-            values[:, empty] = np.nan_to_num(values[:, empty], nan=0.0)
-        # ir_measures reports every qrels query; a hole would be a provider bug, not user input.
-        assert not np.isnan(values).any(), "ir_measures returned no value for some query"
-        aggregates = {spec.label: aggregate(values[row], spec.aggregate) for row, spec in enumerate(specs)}
-        out[name] = RunEval(
-            name, qids, values, aggregates, left_out=left_out, no_results=no_results, run_queries=len(run))
+        if isinstance(run, (str, os.PathLike)):
+            try:
+                out[name] = _evaluate_run(name, iter_run_queries(run), qrels, qrels_qids, specs, groups, complete,
+                                          max_docs)
+                continue
+            except ScatteredQueryError:  # a query split over blocks: read the run whole
+                run = read_run(run)
+        queries = run.items() if isinstance(run, Mapping) else run
+        out[name] = _evaluate_run(name, queries, qrels, qrels_qids, specs, groups, complete, max_docs)
     return EvalResult(specs, out, len(qrels), complete, max_docs, rel_level)
 
 
-def read_inputs(run_paths: Sequence[PathLike], qrels_path: PathLike) -> tuple[dict[str, Run], Qrels]:
-    """Read every run and the qrels (strict readers); runs are keyed by their path as given."""
-    from rankkit.console import progress_bar
+def _evaluate_run(name: str, queries: Iterable[tuple[str, Mapping[str, float] | Sequence[tuple[str, float]]]],
+                  qrels: Qrels, qrels_qids: Sequence[str], specs: Sequence[MeasureSpec], groups: Sequence[_Group],
+                  complete: bool, max_docs: int | None) -> RunEval:
+    """One run's per-query values and averages, evaluating about :data:`CHUNK_DOCS` documents at a time."""
+    left_out: list[str] = []
+    has_results: dict[str, bool] = {}  # judged queries of the run: whether their ranking holds a document
+    values_of: dict[str, np.ndarray] = {}
+    run_queries = depth = 0
 
+    def score(chunk: dict[str, dict[str, float]], pytrec_only: bool = False) -> None:
+        # Evaluators over the chunk's judgments only: ir_measures reports every qrels query of an
+        # evaluator at each call (zeros for the absent), which over all the qrels would make a
+        # chunked run quadratic.
+        judged = {qid: qrels[qid] for qid in chunk}
+        for group in _evaluators(specs, judged) if len(chunk) < len(qrels) else groups:
+            if pytrec_only and not group.pytrec:
+                continue
+            cut = min((d for d in (max_docs, group.depth) if d is not None), default=None)
+            prepared = _prepare(chunk, list(chunk), cut, trec_order=not group.pytrec)
+            for metric in group.evaluator.iter_calc(prepared):
+                if metric.query_id not in chunk:
+                    continue  # pytrec_eval also reports the qrels queries absent from this chunk (as zeros)
+                row_values = values_of.get(metric.query_id)
+                if row_values is None:
+                    row_values = values_of[metric.query_id] = np.full(len(specs), np.nan)
+                for row in group.rows[metric.measure]:
+                    row_values[row] = metric.value
+
+    chunk: dict[str, dict[str, float]] = {}
+    size = 0
+    for qid, docs in queries:
+        run_queries += 1
+        docs = dict(docs)
+        depth = max(depth, len(docs))
+        if qid not in qrels:
+            left_out.append(qid)
+            continue
+        has_results[qid] = bool(docs)
+        chunk[qid] = docs
+        size += len(docs) + 1
+        if size >= CHUNK_DOCS:
+            score(chunk)
+            chunk, size = {}, 0
+    if len(left_out) == run_queries:
+        raise RankkitError(f"{name}: none of its {run_queries} queries is in the qrels (wrong qrels file?)")
+    score(chunk)
+    no_results = [qid for qid in qrels_qids if qid not in has_results]
+    if complete:
+        # pytrec_eval scores an empty ranking like trec_eval -c does (num_rel, num_q still count);
+        # other providers get only queries with results and report their default for the rest.
+        for start in range(0, len(no_results), 10_000):
+            score({qid: {} for qid in no_results[start:start + 10_000]}, pytrec_only=True)
+    qids = list(qrels_qids) if complete else [qid for qid in qrels_qids if qid in has_results]
+    values = np.full((len(specs), len(qids)), np.nan)
+    for col, qid in enumerate(qids):
+        if qid in values_of:
+            values[:, col] = values_of[qid]
+    empty = [col for col, qid in enumerate(qids) if not has_results.get(qid)]
+    if empty:
+        # pytrec_eval's interpolated precision at recall 0 of an empty ranking is 0/0; trec_eval -c
+        # counts it as zero like every other measure of a query without results.
+        values[:, empty] = np.nan_to_num(values[:, empty], nan=0.0)
+    # ir_measures reports every qrels query; a hole would be a provider bug, not user input.
+    assert not np.isnan(values).any(), "ir_measures returned no value for some query"
+    aggregates = {spec.label: aggregate(values[row], spec.aggregate) for row, spec in enumerate(specs)}
+    return RunEval(name, qids, values, aggregates, left_out=left_out, no_results=no_results, run_queries=run_queries,
+                   depth=depth)
+
+
+def run_names(run_paths: Sequence[PathLike]) -> list[str]:
+    """The runs' names (their paths as given), checked: at least one, none twice."""
     names = [str(p) for p in run_paths]
     if not names:
         raise RankkitError("no run to evaluate")
     for name in names:
         if names.count(name) > 1:
             raise RankkitError(f"run {name} is given twice")
+    return names
+
+
+def read_inputs(run_paths: Sequence[PathLike], qrels_path: PathLike) -> tuple[dict[str, Run], Qrels]:
+    """Read every run whole and the qrels (strict readers); runs are keyed by their path as given.
+
+    :func:`evaluate_files` reads the runs query by query instead; this is for callers that want them.
+    """
+    from rankkit.console import progress_bar
+
+    names = run_names(run_paths)
     qrels = load_qrels(qrels_path)  # a file, a BEIR folder or irds:ID
     runs: dict[str, Run] = {}
     with progress_bar("run", transient=True) as bar:
@@ -334,8 +404,10 @@ def evaluate_files(
     Measures are parsed before any file is read, so a typo in ``-m`` fails fast.
     """
     specs = parse_measures(measures, rel_level=rel_level)
-    runs, qrels = read_inputs(run_paths, qrels_path)
-    result = evaluate(runs, qrels, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
+    names = run_names(run_paths)
+    qrels = load_qrels(qrels_path)  # a file, a BEIR folder or irds:ID
+    result = evaluate({name: name for name in names}, qrels, specs, complete=complete, max_docs=max_docs,
+                      rel_level=rel_level)
     warn_left_out(result)
     return result
 
@@ -346,9 +418,11 @@ RECALL_CURVE_CUTOFFS: tuple[int, ...] = (
 )
 
 
-def curve_cutoffs(runs: Mapping[str, Run], max_docs: int | None = None) -> list[int]:
-    """The recall-curve cutoffs up to the longest ranking (or ``max_docs``)."""
-    depth = max((len(docs) for run in runs.values() for docs in run.values()), default=1)
+def curve_cutoffs(runs: Mapping[str, Run] | int, max_docs: int | None = None) -> list[int]:
+    """The recall-curve cutoffs up to the longest ranking of ``runs`` (or that length; or ``max_docs``)."""
+    depth = runs if isinstance(runs, int) else max((len(docs) for run in runs.values() for docs in run.values()),
+                                                    default=1)
+    depth = max(depth, 1)
     if max_docs is not None:
         depth = min(depth, max_docs)
     cutoffs = [k for k in RECALL_CURVE_CUTOFFS if k < depth]
@@ -356,7 +430,7 @@ def curve_cutoffs(runs: Mapping[str, Run], max_docs: int | None = None) -> list[
 
 
 def recall_curves(
-    runs: Mapping[str, Run],
+    runs: Mapping[str, RunSource],
     qrels: Qrels,
     cutoffs: Sequence[int],
     *,

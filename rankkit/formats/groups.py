@@ -9,6 +9,16 @@ rankkit's own shape (what ``rankkit mine`` writes and ``rankkit train`` reads)::
 FlagEmbedding's ``{"query": str, "pos": [str], "neg": [str]}`` is read too: the qid becomes
 ``line<N>`` and docids are derived from the text, so the same passage keeps one id across lines.
 
+**Ids-only groups** (what ``rankkit mine --ids-only`` writes) hold no text at all, only what a
+group is made of (qid, docids, labels, scores)::
+
+    {"qid": str, "pos": [{"docid": str, "label": int}], "neg": [{"docid": str, "score": float}]}
+
+Their texts come from a collection and queries at training time (``rankkit train --collection
+--queries``, through the docid table), so 502k queries x 32 candidates is a file of a few hundred
+MB instead of ~12 GB. A record without ``"query"`` is ids-only; its candidates must then carry no
+``"text"`` (in the parsed :class:`TrainingGroup`, ``query`` and every ``text`` are ``None``).
+
 MS MARCO's text triples (``query<TAB>positive<TAB>negative``, ``triples.train.small.tsv``) are read
 as one group per line the same way. MS MARCO's ``qidpidtriples`` (``qid<TAB>pid<TAB>pid``: three
 fields without spaces) hold ids only: :func:`iter_id_triples` reads them, and the texts come from a
@@ -30,32 +40,48 @@ from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
 
 @dataclass(frozen=True)
 class Passage:
-    """A positive (with its graded ``label``) or negative (with its first-stage ``score``) of a group."""
+    """A positive (with its graded ``label``) or negative (with its first-stage ``score``) of a group.
+
+    ``text`` is ``None`` in an ids-only group: it is looked up by ``docid`` when the passage is used.
+    """
 
     docid: str
-    text: str
+    text: str | None
     label: int = 0
     score: float | None = None
 
 
 @dataclass
 class TrainingGroup:
-    """One query with its positives and negatives."""
+    """One query with its positives and negatives (``query`` ``None`` in an ids-only group)."""
 
     qid: str
-    query: str
+    query: str | None
     pos: list[Passage] = field(default_factory=list)
     neg: list[Passage] = field(default_factory=list)
 
+    @property
+    def ids_only(self) -> bool:
+        """True when the texts are to be looked up (``--collection``/``--queries``)."""
+        return self.query is None
+
+    def without_texts(self) -> "TrainingGroup":
+        """The ids-only form of this group (what ``rankkit mine --ids-only`` writes)."""
+        return TrainingGroup(self.qid, None, [Passage(p.docid, None, p.label, p.score) for p in self.pos],
+                             [Passage(n.docid, None, n.label, n.score) for n in self.neg])
+
     def to_json(self) -> dict[str, Any]:
-        """The rankkit JSONL record of this group."""
+        """The rankkit JSONL record of this group (ids-only when it holds no texts)."""
+        def text(p: Passage) -> dict[str, str]:
+            return {} if p.text is None else {"text": p.text}
+
         return {
             "qid": self.qid,
-            "query": self.query,
-            "pos": [{"docid": p.docid, "text": p.text, "label": p.label,
+            **({} if self.query is None else {"query": self.query}),
+            "pos": [{"docid": p.docid, **text(p), "label": p.label,
                      **({} if p.score is None else {"score": p.score})} for p in self.pos],
             "neg": [
-                {"docid": n.docid, "text": n.text, "score": n.score if n.score is not None else 0.0}
+                {"docid": n.docid, **text(n), "score": n.score if n.score is not None else 0.0}
                 for n in self.neg
             ],
         }
@@ -66,15 +92,21 @@ def text_docid(text: str) -> str:
     return "h" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _passages(path: PathLike, number: int, value: Any, key: str) -> list[Passage]:
+def _passages(path: PathLike, number: int, value: Any, key: str, ids_only: bool = False) -> list[Passage]:
     if not isinstance(value, list):
         raise InputError(path, number, f"'{key}' must be a list")
     out: list[Passage] = []
     for i, item in enumerate(value):
-        if isinstance(item, str):
+        if ids_only:
+            if not isinstance(item, dict) or "docid" not in item:
+                raise InputError(path, number, f"'{key}[{i}]' needs a 'docid' (a group without 'query' holds ids only)")
+            if "text" in item:
+                raise InputError(path, number, f"'{key}[{i}]' has a 'text', but a group without 'query' holds ids only "
+                                 "(texts from --collection/--queries); give both texts or neither")
+        elif isinstance(item, str):
             out.append(Passage(text_docid(item), item, 1 if key == "pos" else 0))
             continue
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or "docid" not in item:
+        elif not isinstance(item, dict) or not isinstance(item.get("text"), str) or "docid" not in item:
             raise InputError(path, number, f"'{key}[{i}]' needs 'docid' and 'text' (or be a plain string)")
         label = 0
         if key == "pos":
@@ -85,22 +117,26 @@ def _passages(path: PathLike, number: int, value: Any, key: str) -> list[Passage
         if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)
                                   or not math.isfinite(score)):
             raise InputError(path, number, f"'{key}[{i}].score' must be a finite number")
-        out.append(Passage(str(item["docid"]), item["text"], label if key == "pos" else 0,
+        out.append(Passage(str(item["docid"]), None if ids_only else item["text"], label if key == "pos" else 0,
                            None if score is None else float(score)))
     return out
 
 
 def parse_group(path: PathLike, number: int, line: str) -> TrainingGroup:
-    """Parse one JSONL line in rankkit's or FlagEmbedding's shape."""
+    """Parse one JSONL line in rankkit's (with texts or ids only) or FlagEmbedding's shape."""
     record = parse_json_object(path, number, line)
     query = record.get("query")
-    if not isinstance(query, str):
-        raise InputError(path, number, "missing 'query' text")
+    ids_only = "query" not in record
+    if ids_only:
+        if "qid" not in record:
+            raise InputError(path, number, "missing 'query' text (or, for a group of ids only, its 'qid')")
+    elif not isinstance(query, str):
+        raise InputError(path, number, "'query' must be a text")
     if "pos" not in record:
         raise InputError(path, number, "missing 'pos' list")
     qid = str(record["qid"]) if "qid" in record else f"line{number}"
-    pos = _passages(path, number, record["pos"], "pos")
-    neg = _passages(path, number, record.get("neg", []), "neg")
+    pos = _passages(path, number, record["pos"], "pos", ids_only)
+    neg = _passages(path, number, record.get("neg", []), "neg", ids_only)
     if not pos:
         raise InputError(path, number, "group has no positive passage")
     return TrainingGroup(qid, query, pos, neg)
@@ -149,21 +185,59 @@ def iter_id_triples(path: PathLike) -> Iterator[tuple[int, str, str, str]]:
         yield number, fields[0], fields[1], fields[2]
 
 
-def iter_groups(path: PathLike) -> Iterator[TrainingGroup]:
-    """Stream the training groups of a JSONL file or of MS MARCO text triples."""
+def id_triple_group(qid: str, positive: str, negative: str) -> TrainingGroup:
+    """One qidpidtriple as an ids-only group (texts from ``--collection``/``--queries``)."""
+    return TrainingGroup(qid, None, [Passage(positive, None, 1)], [Passage(negative, None, 0)])
+
+
+def parse_id_triple(path: PathLike, number: int, line: str) -> TrainingGroup:
+    """One ``qid<TAB>pid<TAB>pid`` line as an ids-only group."""
+    fields = _triple(path, number, line)
+    if not is_id_triple(fields):
+        raise InputError(path, number, "expected 'qid<TAB>pid<TAB>pid' (ids without spaces) as on the first line")
+    return id_triple_group(*fields)
+
+
+#: The shapes of a training file, as :func:`file_shape` names them.
+SHAPES = ("jsonl", "ids-jsonl", "text", "ids")
+
+
+def file_shape(path: PathLike, number: int, line: str) -> str:
+    """The shape of a training file from its first line: ``jsonl`` (groups with texts), ``ids-jsonl``
+    (ids-only groups), ``text`` (MS MARCO text triples) or ``ids`` (qidpidtriples)."""
+    shape = _shape(path, number, line)
+    if shape == "jsonl" and parse_group(path, number, line).ids_only:
+        return "ids-jsonl"
+    return shape
+
+
+def parse_line(path: PathLike, number: int, line: str, shape: str) -> TrainingGroup:
+    """Parse one line of a training file of ``shape`` (:func:`file_shape`); every line must share it."""
+    if shape in ("jsonl", "ids-jsonl"):
+        group = parse_group(path, number, line)
+        if group.ids_only != (shape == "ids-jsonl"):
+            raise InputError(path, number, "a group with texts in a file of ids-only groups (no 'query'), or the "
+                             "other way round: a file holds one form")
+        return group
+    if line.lstrip().startswith("{"):
+        raise InputError(path, number, "a JSON line in a file of MS MARCO triples")
+    return parse_text_triple(path, number, line) if shape == "text" else parse_id_triple(path, number, line)
+
+
+def iter_groups(path: PathLike, *, ids: bool = False) -> Iterator[TrainingGroup]:
+    """Stream the training groups of a JSONL file or of MS MARCO text triples.
+
+    Ids-only groups and qidpidtriples come with ``query`` and texts ``None``; qidpidtriples are
+    refused unless ``ids`` (the caller then looks the texts up).
+    """
     shape: str | None = None
     for number, line in iter_lines(path):
         if shape is None:
-            shape = _shape(path, number, line)
-            if shape == "ids":
+            shape = file_shape(path, number, line)
+            if shape == "ids" and not ids:
                 raise InputError(path, number, "qidpidtriples (qid, pid, pid) hold ids only: give the texts with "
                                  "--collection COLLECTION --queries QUERIES (rankkit train) or use rankkit mine --triples")
-        if shape == "jsonl":
-            yield parse_group(path, number, line)
-        else:
-            if line.lstrip().startswith("{"):
-                raise InputError(path, number, "a JSON line in a file of MS MARCO triples")
-            yield parse_text_triple(path, number, line)
+        yield parse_line(path, number, line, shape)
 
 
 def read_groups(path: PathLike) -> list[TrainingGroup]:

@@ -122,6 +122,10 @@ def read_run_tag(path: PathLike) -> str:
     return next(iter_run_lines(path)).tag
 
 
+class ScatteredQueryError(InputError):
+    """A query's lines come back after another query's: a reader that streams query by query cannot go on."""
+
+
 def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
     """Stream a run query by query, each ranking in trec_eval order.
 
@@ -131,19 +135,37 @@ def iter_run_queries(path: PathLike) -> Iterator[tuple[str, list[tuple[str, floa
     finished: set[str] = set()
     current: str | None = None
     docs: dict[str, float] = {}
-    for row in iter_run_lines(path):
-        if row.qid != current:
+    isfinite = math.isfinite
+    columns = 0
+    # The hot loop parses inline, as read_run does (no RunLine per line); a bad line is re-parsed
+    # by parse_run_line for its precise error.
+    for number, text in iter_lines(path, skip_comments=True):
+        fields = text.split()
+        if not columns:
+            columns = 3 if len(fields) == 3 else 6
+        try:
+            if columns == 3 or len(fields) != 6:
+                row = parse_run_line(path, number, text, columns)
+                qid, docid, score = row.qid, row.docid, row.score
+            else:
+                qid, _, docid, rank_text, score_text, _tag = fields
+                int(rank_text)
+                score = float(score_text)
+        except ValueError:
+            parse_run_line(path, number, text, columns)  # raises the precise error
+            raise AssertionError("unreachable") from None
+        if qid != current:
             if current is not None:
                 finished.add(current)
                 yield current, sort_ranking(docs)
-            if row.qid in finished:
-                raise InputError(path, row.line, f"lines of query {row.qid!r} are not contiguous; sort the run by qid")
-            current, docs = row.qid, {}
-        if not math.isfinite(row.score):
-            raise InputError(path, row.line, f"score {row.score} is not finite")
-        if row.docid in docs:
-            raise InputError(path, row.line, f"duplicate document {row.docid!r} for query {row.qid!r}")
-        docs[row.docid] = row.score
+            if qid in finished:
+                raise ScatteredQueryError(path, number, f"lines of query {qid!r} are not contiguous; sort the run by qid")
+            current, docs = qid, {}
+        if not isfinite(score):
+            raise InputError(path, number, f"score {score} is not finite")
+        if docid in docs:
+            raise InputError(path, number, f"duplicate document {docid!r} for query {qid!r}")
+        docs[docid] = score
     if current is not None:
         yield current, sort_ranking(docs)
 
@@ -194,10 +216,17 @@ def write_run(
     written = 0
     with atomic_write(path) as out:
         for qid, docs in items:
-            ranking = sort_ranking(docs)
-            if k is not None:
-                ranking = ranking[:k]
-            for rank, (docid, score) in enumerate(ranking, start=1):
-                out.write(f"{qid} Q0 {docid} {rank} {format_score(score)} {tag}\n")
-            written += len(ranking)
+            text, count = format_ranking(qid, docs, tag, k=k)
+            out.write(text)
+            written += count
     return written
+
+
+def format_ranking(qid: str, docs: Mapping[str, float], tag: str, *, k: int | None = None) -> tuple[str, int]:
+    """One query's run lines, sorted the trec_eval way and ranked 1..n (top ``k``), and how many."""
+    ranking = sort_ranking(docs)
+    if k is not None:
+        ranking = ranking[:k]
+    # One string per query (format_score inlined: repr of the float): runs hold millions of lines.
+    return "".join([f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
+                    for rank, (docid, score) in enumerate(ranking, start=1)]), len(ranking)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
+from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.formats.runs import Run, sort_ranking
+from rankkit.files import PathLike
+from rankkit.formats.runs import Run, ScatteredQueryError, iter_run_queries, read_run, sort_ranking, write_run
 from rankkit.fusion.alternate import alternate_merge, fuse_alternate
 from rankkit.fusion.comb import fuse_combmnz, fuse_combsum
 from rankkit.fusion.interpolate import fuse_interpolate
@@ -123,20 +125,100 @@ def fuse(
         qids.update(dict.fromkeys(run))
     fused: Run = {}
     for qid in qids:
-        rankings: list[list[tuple[str, float]] | None] = []
-        for run in runs:
-            docs = run.get(qid)
-            rankings.append(sort_ranking(docs)[:depth] if docs else None)
-        scores = spec.fuse_query(rankings, k=k, **options)
-        ranking = sort_ranking(scores)
-        fused[qid] = dict(ranking if k is None else ranking[:k])
+        fused[qid] = fuse_query(spec, [run.get(qid) for run in runs], k=k, depth=depth, **options)
         if on_query is not None:
             on_query(qid)
     return fused
 
 
+def fuse_query(spec: FusionMethod, docs: Sequence[Mapping[str, float] | Sequence[tuple[str, float]] | None], *,
+               k: int | None, depth: int | None, **options: object) -> dict[str, float]:
+    """One query's fused top ``k`` from each run's documents (``None``: the run lacks the query)."""
+    rankings = [sort_ranking(d)[:depth] if d else None for d in docs]
+    ranking = sort_ranking(spec.fuse_query(rankings, k=k, **options))
+    return dict(ranking if k is None else ranking[:k])
+
+
+def fuse_files(paths: Sequence[PathLike], output: PathLike, method: str, *, k: int | None = 1000,
+               depth: int | None = None, tag: str = "fuse", on_query: Callable[[str], None] | None = None,
+               **options: object) -> tuple[int, int]:
+    """Fuse run files into ``output`` query by query; returns ``(queries, lines)`` written.
+
+    Memory holds one query of each run when the runs list their queries in the same order, or
+    when every run is sorted by qid (the union is then written in qid order); otherwise (a run
+    with its own order) the runs are read whole and fused as :func:`fuse` does, queries in the
+    order first seen.
+    """
+    spec = check_fusion_options(method, len(paths), k=k, depth=depth, **options)
+    counted = [0]
+
+    def fused(aligned: Iterable[tuple[str, list[list[tuple[str, float]] | None]]]) -> Iterator[tuple[str, dict[str, float]]]:
+        for qid, docs in aligned:
+            counted[0] += 1
+            yield qid, fuse_query(spec, docs, k=k, depth=depth, **options)
+            if on_query is not None:
+                on_query(qid)
+
+    try:
+        lines = write_run(output, fused(iter_aligned_queries(paths)), tag, k=k)
+    except (NotAligned, ScatteredQueryError) as why:
+        log(f"fuse: {why}: reading the runs whole")
+        counted[0] = 0
+        runs = [read_run(path, depth=depth) for path in paths]
+        lines = write_run(output, fused(_union(runs)), tag, k=k)
+    return counted[0], lines
+
+
+class NotAligned(Exception):
+    """Runs whose queries cannot be matched one at a time (neither the same order nor sorted by qid)."""
+
+
+def _union(runs: Sequence[Run]) -> Iterator[tuple[str, list[list[tuple[str, float]] | None]]]:
+    qids: dict[str, None] = {}
+    for run in runs:
+        qids.update(dict.fromkeys(run))
+    for qid in qids:
+        yield qid, [list(run[qid].items()) if qid in run else None for run in runs]
+
+
+def iter_aligned_queries(paths: Sequence[PathLike]) -> Iterator[tuple[str, list[list[tuple[str, float]] | None]]]:
+    """``(qid, [ranking of each run or None])``, reading every run one query at a time.
+
+    Runs that list the same queries in the same order are read in step; runs sorted by qid
+    (string order) are merged, a run lacking a query giving ``None``. Anything else raises
+    :class:`NotAligned` (before a query could be matched wrongly).
+    """
+    streams = [iter_run_queries(path) for path in paths]
+    heads: list[tuple[str, list[tuple[str, float]]] | None] = [next(s, None) for s in streams]
+    ordered = [True] * len(streams)  # each run's qids strictly increasing so far
+    merged = False  # a query was matched by qid order (some run lacked it)
+    while any(h is not None for h in heads):
+        present = [h[0] for h in heads if h is not None]  # a finished run cannot hold any later query
+        if len(set(present)) == 1:
+            qid = present[0]
+        else:
+            if not all(ordered):
+                raise NotAligned("the runs list their queries in different orders and are not all sorted by qid")
+            qid = min(present)
+            merged = True
+        out: list[list[tuple[str, float]] | None] = []
+        for i, head in enumerate(heads):
+            if head is not None and head[0] == qid:
+                out.append(head[1])
+                nxt = next(streams[i], None)
+                if nxt is not None and nxt[0] <= qid:
+                    ordered[i] = False
+                    if merged:
+                        raise NotAligned(f"{paths[i]} is not sorted by qid ({nxt[0]!r} after {qid!r})")
+                heads[i] = nxt
+            else:
+                out.append(None)
+        yield qid, out
+
+
 __all__ = [
-    "FUSION_METHODS", "NORMALIZATIONS", "FusionMethod", "alternate_merge", "check_fusion_options", "fuse",
+    "FUSION_METHODS", "NORMALIZATIONS", "FusionMethod", "NotAligned", "alternate_merge", "check_fusion_options", "fuse",
+    "fuse_files", "fuse_query", "iter_aligned_queries",
     "fuse_alternate",
     "fuse_combmnz", "fuse_combsum", "fuse_interpolate", "fuse_rrf", "missing_score", "normalize_scores",
 ]

@@ -77,6 +77,11 @@ class TrainConfig:
     #: Where else the loss and dev metrics go: ``tensorboard`` (OUTPUT/tensorboard/); metrics.csv and
     #: training.png are always written (:mod:`rankkit.training.curves`).
     report_to: list[str] = field(default_factory=list)
+    #: Passage texts of ids-only ``--train`` files (qidpidtriples, ``rankkit mine --ids-only`` groups),
+    #: looked up through the corpus's docid table when a step draws them (:mod:`rankkit.training.data`).
+    collection: Path | None = None
+    #: Query texts of ids-only ``--train`` files (any topics file).
+    queries: Path | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
 
 

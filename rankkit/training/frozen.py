@@ -25,7 +25,7 @@ from rankkit.formats import TrainingGroup
 from rankkit.models import RankingModel
 from rankkit.models.cross_encoders.frozen_vectors import FrozenVectors
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder
-from rankkit.training.sampling import MicroBatches, micro_batch_indices, sample_group, whole_list, group_rng
+from rankkit.training.sampling import MicroBatches
 
 
 def frozen_pair_encoder(model: RankingModel) -> BiPairEncoder | None:
@@ -35,28 +35,24 @@ def frozen_pair_encoder(model: RankingModel) -> BiPairEncoder | None:
 
 
 def group_texts(groups: Sequence[TrainingGroup], limit: int | None = None) -> tuple[list[str], list[str]]:
-    """Every query and every candidate text (positives then negatives, the first ``limit``) of ``groups``."""
-    queries = [g.query for g in groups]
-    texts = [c.text for g in groups for c in (list(g.pos) + list(g.neg))[:limit]]
+    """Every query and every candidate text (positives then negatives, the first ``limit``) of ``groups``
+    (groups with their texts: dev groups are looked up when read)."""
+    queries = [g.query for g in groups if g.query is not None]
+    texts = [c.text for g in groups for c in (list(g.pos) + list(g.neg))[:limit] if c.text is not None]
     return queries, texts
 
 
 def drawn_texts(batches: MicroBatches, total_steps: int) -> tuple[list[str], list[str]]:
     """The queries and candidate texts that this process's micro-batches of steps ``0 .. total_steps - 1``
-    draw (sampling only: no collation, no tokenisation)."""
+    draw (the micro-batches' sampling, :meth:`~rankkit.training.sampling.MicroBatches.sampled_at`: no
+    collation, no tokenisation)."""
     queries: set[str] = set()
     texts: set[str] = set()
     for step in range(total_steps):
-        epoch, i = divmod(step, batches.steps_per_epoch)
-        order = batches.order(epoch)
-        for m in range(batches.grad_accum):
-            for j in micro_batch_indices(order, i, m, batches.rank, batches.world, batches.batch_size,
-                                         batches.grad_accum):
-                group = batches.groups[int(j)]
-                drawn = (whole_list(group, batches.group_size) if batches.whole_lists
-                         else sample_group(group, batches.group_size, group_rng(batches.seed, epoch, int(j))))
-                queries.add(drawn.query)
-                texts.update(drawn.texts)
+        for sampled in batches.sampled_at(step):
+            for drawn in sampled:
+                queries.add(drawn.query or "")
+                texts.update(t or "" for t in drawn.texts)
     return sorted(queries), sorted(texts)
 
 

@@ -17,32 +17,30 @@ refused: use ``ranknet`` (the paper's), ``kl`` or ``hinge``.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.formats import TrainingGroup
 from rankkit.models.losses import Loss
-from rankkit.training.sampling import TeacherScores
+from rankkit.training.sampling import GroupScores, TeacherSource
 
 
-def list_teacher(groups: Sequence[TrainingGroup], teacher: TeacherScores | None, *,
-                 announce: bool = True) -> TeacherScores | None:
-    """The teacher scores of whole-list training: ``--teacher RUN`` if given, else the groups' own."""
+def list_teacher(all_scored: bool, teacher: TeacherSource | None, *, announce: bool = True) -> TeacherSource | None:
+    """The teacher scores of whole-list training: ``--teacher RUN`` if given, else the groups' own
+    (when every candidate of every group carries one: ``all_scored``), read from each drawn group."""
     if teacher is not None:
         return teacher
-    own = TeacherScores.from_groups(groups)
-    if own is not None and announce:
+    if not all_scored:
+        return None
+    if announce:
         log("whole lists: teacher scores from the groups (every candidate carries a score)")
-    return own
+    return GroupScores()
 
 
-def check_list_loss(loss: Loss, group_size: int, groups: Sequence[TrainingGroup], *, announce: bool = True) -> None:
-    """Refuse losses that need a sampled positive in slot 0; say when lists are cut to ``group_size``."""
+def check_list_loss(loss: Loss, group_size: int, longest: int, *, announce: bool = True) -> None:
+    """Refuse losses that need a sampled positive in slot 0; say when lists (``longest`` candidates at
+    most) are cut to ``group_size``."""
     if loss.first_slot_positive:
         raise RankkitError(f"--loss {loss.name} reads slot 0 as the group's one positive, but --whole-lists puts the "
                            "teacher's first candidate there; use --loss ranknet (Set-Encoder §4.3), kl or hinge")
-    longest = max((len(g.pos) + len(g.neg) for g in groups), default=0)
     if longest > group_size and announce:
         log(f"whole lists: lists of up to {longest} candidates are cut to the teacher's top {group_size} "
             "(--group-size)")

@@ -29,9 +29,9 @@ import torch
 from rankkit.version import __version__
 from rankkit.console import log, progress_bar, warn
 from rankkit.devices import autocast, check_precision, resolve_precision
-from rankkit.errors import RankkitError
+from rankkit.errors import InputError, RankkitError
 from rankkit.files import exclusive
-from rankkit.formats import TrainingGroup, read_groups, read_run
+from rankkit.formats import TrainingGroup, iter_groups, read_run
 from rankkit.models import RankingModel, create_model
 from rankkit.models.backbone import backbone_source
 from rankkit.models.checkpoint import is_checkpoint, read_meta, save_model
@@ -41,6 +41,7 @@ from rankkit.models.losses import get_loss
 from rankkit.training import resume as rs
 from rankkit.training.config import StepInfo, TrainConfig, TrainResult, check_config
 from rankkit.training.curves import TrainingCurves
+from rankkit.training.data import TextSource, TrainingData, open_training_data
 from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
 from rankkit.training.frozen import precompute_frozen_features
@@ -48,7 +49,7 @@ from rankkit.training.lists import check_list_loss, list_teacher
 from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, lr_schedule, seed_everything, warmup_steps
-from rankkit.training.sampling import MicroBatches, TeacherScores, load_training_data
+from rankkit.training.sampling import MicroBatches, TeacherScores, TeacherSource
 from rankkit.training.warm_start import WarmStart, carry_weights, load_init_checkpoint, save_encoder
 
 BEST = "best"
@@ -61,12 +62,15 @@ def train(config: TrainConfig, callbacks: Sequence[Callable[[StepInfo], None]] =
     """
     cls = check_config(config)
     dist = init_distributed(config.device)
+    trainer = None
     try:
         # One training run per output folder: a second one (or a --resume of a running one) is
         # refused in one line instead of mixing its checkpoints and log into the first's.
         with exclusive(config.output, "--output", wait=False) if dist.main else nullcontext():
             return Trainer(config, cls, dist).run(callbacks)
     finally:
+        if trainer is not None:
+            trainer.groups.close()
         dist.close()
 
 
@@ -80,6 +84,20 @@ def schedule_record(config: TrainConfig) -> dict[str, Any]:
             "lr_decay_every": config.lr_decay_every}
 
 
+def dev_groups(paths: Sequence[Path], texts: TextSource | None) -> list[TrainingGroup]:
+    """The ``--dev`` groups, whole and with their texts (ids-only ones looked up in ``texts``)."""
+    out = []
+    for path in paths:
+        for group in iter_groups(path, ids=True):
+            if group.ids_only:
+                if texts is None:
+                    raise InputError(path, None, "ids-only dev groups take their texts from --collection and --queries, "
+                                     "which come with ids-only --train files")
+                group = texts.fill_group(group)
+            out.append(group)
+    return out
+
+
 class Trainer:
     """One training run: set up in the constructor, then :meth:`run`."""
 
@@ -88,17 +106,29 @@ class Trainer:
         if config.precision != "auto":
             check_precision(config.precision, dist.device)  # fp16 on a CPU: refused before any work
         self.resume_from = rs.check_output(self.output, config.resume, is_checkpoint(self.output))
-        self.groups, self.data = load_training_data(config.train)
-        self.dev_groups: list[TrainingGroup] = [g for path in config.dev for g in read_groups(path)]
-        teacher = None
+        # Read when a step draws them: an on-disk table of each file's groups (rankkit.training.data).
+        self.groups: TrainingData = open_training_data(config.train, collection=config.collection,
+                                                       queries=config.queries, dist=dist)
+        try:
+            self._setup(config, cls, dist)
+        except BaseException:
+            self.groups.close()
+            raise
+
+    def _setup(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
+        self.data = self.groups.records
+        texts = self.groups.texts
+        self.dev_groups = dev_groups(config.dev, texts)
+        teacher: TeacherSource | None = None
         if config.teacher is not None:
             teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
             teacher.check(self.groups)
         if config.whole_lists:
-            teacher = list_teacher(self.groups, teacher, announce=dist.main)
+            teacher = list_teacher(self.groups.all_scored, teacher, announce=dist.main)
         self.batches = MicroBatches(self.groups, seed=config.seed, batch_size=config.batch_size,
                                     group_size=config.group_size, grad_accum=config.grad_accum, rank=dist.rank,
-                                    world=dist.world_size, teacher=teacher, whole_lists=config.whole_lists)
+                                    world=dist.world_size, teacher=teacher, whole_lists=config.whole_lists,
+                                    texts=texts)
         self.global_batch = config.batch_size * config.grad_accum * dist.world_size
         self.steps_per_epoch = self.batches.steps_per_epoch
         if self.steps_per_epoch == 0:
@@ -116,7 +146,7 @@ class Trainer:
         else:
             self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
         if config.whole_lists:
-            check_list_loss(self.loss, config.group_size, self.groups, announce=dist.main)
+            check_list_loss(self.loss, config.group_size, self.groups.longest, announce=dist.main)
         if teacher is None and self.loss.needs_teacher:
             raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
         if teacher is not None and not self.loss.uses_teacher and dist.main:

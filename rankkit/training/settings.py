@@ -123,9 +123,12 @@ def model_options(cls: type[RankingModel], settings: Mapping[str, Any], source: 
     return out
 
 
-def finish_config(values: Mapping[str, Any], options: Mapping[str, Any], recipe: recipes.Recipe | None, *,
-                  collection: Path | None = None, queries: Path | None = None) -> TrainConfig:
-    """The :class:`TrainConfig` of merged settings, after the checks ``rankkit train`` makes before any work."""
+def finish_config(values: Mapping[str, Any], options: Mapping[str, Any], recipe: recipes.Recipe | None) -> TrainConfig:
+    """The :class:`TrainConfig` of merged settings, after the checks ``rankkit train`` makes before any work.
+
+    Ids-only ``--train`` files (qidpidtriples, ``rankkit mine --ids-only`` groups) take their texts from the
+    ``collection`` and ``queries`` settings, looked up when a step draws them (:mod:`rankkit.training.data`).
+    """
     from rankkit.files import check_output_dir
 
     if recipe is not None:
@@ -139,29 +142,9 @@ def finish_config(values: Mapping[str, Any], options: Mapping[str, Any], recipe:
             raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
     check_output_dir(values["output"], "--output")
     settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"],
-                "distillation": values["distillation"] or "eq12",
-                "train": resolve_triples(list(values["train"]), collection, queries)}
+                "distillation": values["distillation"] or "eq12", "train": list(values["train"])}
     return TrainConfig(**settings, model_options=dict(options))
 
 
-def resolve_triples(train: list[Path], collection: Path | None, queries: Path | None) -> list[Path]:
-    """qidpidtriples files become the groups they stand for (written once to the cache); others stay as given."""
-    from rankkit.formats.groups import is_id_triples_file
-
-    # A missing file is the trainer's to report, after its checks of the settings.
-    ids = [path for path in train if Path(path).is_file() and is_id_triples_file(path)]
-    if not ids:
-        if collection is not None or queries is not None:
-            raise RankkitError("--collection and --queries give the texts of qidpidtriples --train files; none was given")
-        return train
-    if collection is None or queries is None:
-        raise RankkitError(f"{ids[0]}: qidpidtriples (qid, pid, pid) need --collection COLLECTION and --queries QUERIES")
-    from rankkit.formats.sources import resolve_corpus
-    from rankkit.training.triples import materialize_id_triples
-
-    corpus = resolve_corpus(collection)
-    return [materialize_id_triples(path, corpus, queries) if path in ids else path for path in train]
-
-
 __all__ = ["api_settings", "defaults", "finish_config", "merge_recipe", "model_class", "model_options",
-           "resolve_triples", "setting_names"]
+           "setting_names"]

@@ -68,6 +68,22 @@ def test_train_index_search(setup: dict[str, Path], tmp_path: Path) -> None:
     assert read_run(tmp_path / "dense.run")["t0"] == pytest.approx(run["t0"])
 
 
+def test_search_is_streamed_query_by_query(setup: dict[str, Path], tmp_path: Path) -> None:
+    from rankkit.dense import iter_dense_search
+    from rankkit.dense.faiss_index import DocidList
+
+    index_dir = tmp_path / "index"
+    build_dense_index("repbert", setup["checkpoint"], setup["corpus"], index_dir, "flat", batch_size=5)
+    with pytest.raises(RankkitError, match="k must be at least 1"):  # checked before anything is searched
+        iter_dense_search(index_dir, setup["topics"], k=0)
+    searched = iter_dense_search(index_dir, setup["topics"], k=5, batch_size=2)
+    first = next(searched)  # one batch searched, the rest not yet: a run is written as it comes
+    assert first[0] == "t0" and len(first[1]) == 5
+    assert dict([first, *searched]) == dense_search(index_dir, setup["topics"], k=5, batch_size=4)
+    docids = DocidList(index_dir / "docids.txt")
+    assert list(docids) == (index_dir / "docids.txt").read_text().splitlines() and docids[-1] == docids[35]
+
+
 def test_shards_merge_into_the_one_pass_index(setup: dict[str, Path], tmp_path: Path) -> None:
     for kind in ("flat", "ivfpq"):
         one = tmp_path / f"one-{kind}"

@@ -150,3 +150,34 @@ def test_evaluate_files_warns_about_left_out_queries(tmp_path, capsys) -> None:
     assert "1 of 3 queries are not in the qrels" in err
     assert "1 qrels queries have no results" in err
     assert result.runs[str(run)].aggregates["map"] == pytest.approx((AP_1 + AP_2) / 2)
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_runs_are_evaluated_a_chunk_at_a_time_with_the_same_values(data_dir, tmp_path, monkeypatch,
+                                                                   complete: bool) -> None:
+    """A run file is read query by query and scored CHUNK_DOCS documents at a time: the per-query
+    values equal the whole run's, for pytrec_eval's measures and the other providers' alike."""
+    import importlib
+
+    from rankkit.formats import read_qrels, read_run
+
+    module = importlib.import_module("rankkit.evaluation.evaluate")  # the module (the package exports the function)
+
+    qrels = read_qrels(data_dir / "dl19" / "qrels.dl19-passage.txt")
+    path = data_dir / "dl19" / "BM25.trec_results_dl19.txt"
+    measures = ["map", "ndcg_cut.10", "recip_rank", "iprec_at_recall.0", "num_q", "RR@10", "Judged@10", "ERR@20"]
+    run = read_run(path)
+    del run[next(iter(run))]  # a judged query without results (-c counts it)
+    whole = evaluate(qrels, {"r": run}, measures, complete=complete).runs["r"]
+    monkeypatch.setattr(module, "CHUNK_DOCS", 150)  # two queries a chunk
+    chunked = evaluate(qrels, {"r": iter(run.items())}, measures, complete=complete).runs["r"]
+    assert chunked.qids == whole.qids and np.array_equal(chunked.values, whole.values)
+    assert chunked.no_results == whole.no_results and chunked.depth == 100
+    streamed = evaluate(qrels, {"f": path}, measures, complete=complete).runs["f"]  # a file, query by query
+    assert np.array_equal(streamed.values, evaluate(qrels, {"r": read_run(path)}, measures,
+                                                    complete=complete).runs["r"].values)
+    split = tmp_path / "split.run"
+    lines = path.read_text().splitlines()
+    split.write_text("\n".join(lines[:50] + lines[100:] + lines[50:100]) + "\n")  # query 1 in two blocks
+    scattered = evaluate(qrels, {"s": split}, measures, complete=complete).runs["s"]  # read whole instead
+    assert np.array_equal(scattered.values, streamed.values)

@@ -78,7 +78,7 @@ def test_clean_run_written_by_write_run_has_no_problems(tmp_path: Path) -> None:
 def test_real_dl19_run_is_clean(data_dir: Path) -> None:
     report = validate_run(data_dir / "dl19/BM25.trec_results_dl19.txt")
     assert report.ok and report.problems == []
-    assert len(report.clean_run) == 43 and report.lines == 4300
+    assert report.queries == 43 and report.pairs == report.lines == 4300
 
 
 def test_qrels_checks(tmp_path: Path) -> None:
@@ -170,3 +170,21 @@ def test_cli_qrels_and_exit_codes(cli: Cli, tmp_path: Path) -> None:
         assert missing.stderr.strip().splitlines() == [f"rankkit: error: {args[-1]}: no such file"]
     bad_qrels = cli("validate", run, "--qrels", write(tmp_path, "q1 0 a\n", "bad_qrels.txt"))
     assert bad_qrels.code == 2 and "bad_qrels.txt:1: expected 4 columns" in bad_qrels.stderr
+
+
+def test_the_streamed_pass_finds_what_the_whole_pass_finds(tmp_path: Path) -> None:
+    """Contiguous queries are checked one at a time; a split query makes validate_run read the file
+    again holding every query. Both passes report the same problems and write the same fixed copy."""
+    from rankkit.formats.validate import _validate
+
+    contiguous = "".join(line + "\n" for line in BROKEN.splitlines()[:11])  # without the split q1 block
+    run = write(tmp_path, contiguous)
+    streamed = _validate(run, None, None, tmp_path / "a.txt", stream=True)
+    whole = _validate(run, None, None, tmp_path / "b.txt", stream=False)
+    assert sorted(map(str, streamed.problems)) == sorted(map(str, whole.problems)) and streamed.problems
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+    assert (streamed.queries, streamed.pairs, streamed.fixed_lines) == (3, 6, 6)
+    in_place = validate_run(run, fix=run)  # --fix RUN rewrites the run it reads
+    assert in_place.fixed_lines == 6 and run.read_bytes() == (tmp_path / "a.txt").read_bytes()
+    nothing = write(tmp_path, "q1 Q0 a 1 nan t\n", "nan.txt")
+    assert validate_run(nothing, fix=tmp_path / "c.txt").fixed_lines is None and not (tmp_path / "c.txt").exists()

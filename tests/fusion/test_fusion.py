@@ -312,3 +312,37 @@ def test_cli_missing_file_and_bad_options_exit_2(cli: Cli, tmp_path: Path) -> No
         assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert not out.exists()
+
+
+def test_fusing_files_streams_query_by_query_and_writes_what_fuse_writes(data_dir: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs in the same query order (or all sorted by qid) are fused one query at a time; runs in
+    their own orders, or with a query split over blocks, are read whole. The lines are the same."""
+    from rankkit.formats import write_run
+    from rankkit.fusion import fuse_files, iter_aligned_queries
+
+    dl19 = data_dir / "dl19"
+    a, b = dl19 / "BM25.trec_results_dl19.txt", dl19 / "OPEN_AI_ADA2.trec_results_dl19.txt"
+    for method, options in (("rrf", {}), ("combsum", {"norm": "zscore"}), ("alternate", {}),
+                            ("interpolate", {"alpha": 0.3})):
+        expected = tmp_path / f"{method}.whole"
+        write_run(expected, fuse([read_run(a, depth=50), read_run(b, depth=50)], method, k=20, depth=50, **options),
+                  "fused", k=20)
+        streamed = tmp_path / f"{method}.run"
+        assert fuse_files([a, b], streamed, method, k=20, depth=50, tag="fused", **options) == (43, 43 * 20)
+        assert streamed.read_bytes() == expected.read_bytes()
+    assert "reading the runs whole" not in capsys.readouterr().err
+    # Sorted by qid, with a query missing from one run: merged in qid order, the missing side None.
+    x = write_run_text(tmp_path / "x", [("1", "a", 2.0), ("2", "b", 1.0), ("4", "c", 1.0)])
+    y = write_run_text(tmp_path / "y", [("2", "a", 1.0), ("3", "d", 1.0), ("4", "c", 3.0)])
+    assert [(q, [bool(r) for r in rs]) for q, rs in iter_aligned_queries([x, y])] == [
+        ("1", [True, False]), ("2", [True, True]), ("3", [False, True]), ("4", [True, True])]
+    # Own orders (not sorted), a query split over two blocks: read whole, fused as fuse() does.
+    p = write_run_text(tmp_path / "p", [("q2", "a", 1.0), ("q1", "b", 2.0), ("q3", "c", 1.0)])
+    q = write_run_text(tmp_path / "q", [("q1", "a", 1.0), ("q2", "b", 1.0), ("q1", "c", 0.5)])
+    for pair in ((p, q), (x, p)):
+        expected = tmp_path / "pq.whole"
+        write_run(expected, fuse([read_run(r) for r in pair], "rrf", k=10), "f", k=10)
+        assert fuse_files(list(pair), tmp_path / "pq.run", "rrf", k=10, tag="f")[1] > 0
+        assert (tmp_path / "pq.run").read_bytes() == expected.read_bytes()
+        assert "reading the runs whole" in capsys.readouterr().err

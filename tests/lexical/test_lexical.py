@@ -176,6 +176,50 @@ def test_retrieve_equals_pyserini(
     }
 
 
+def anserini_ties(scores: list[float]) -> list[float]:
+    """Anserini 1.7.1's ScoreTiesAdjusterReranker transcribed line by line from its bytecode."""
+    import numpy as np
+
+    out = [np.float32(x) for x in scores]
+    dup = 0
+    for i in range(len(out)):
+        out[i] = np.float32(np.floor(np.float64(out[i]) * 10000.0 + 0.5) / 10000.0)
+        if i == 0 or out[i - 1] - out[i] > np.float32(1e-4):
+            dup = 0
+        else:
+            dup += 1
+            out[i] = out[i] - np.float32(1e-6) * np.float32(dup)
+    return [float(x) for x in out]
+
+
+def test_tie_adjustment_equals_anserinis_on_tie_heavy_lists() -> None:
+    import numpy as np
+
+    from rankkit.lexical.hits import adjust_ties
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = int(rng.integers(0, 80))
+        # Scores one rounding unit (1e-4) apart, equal, or a hair apart: ties, runs that go on past a block.
+        steps = rng.integers(0, 4, size=n) * rng.choice([0, 1e-5, 1e-4, 1.02e-4, 2e-4, 3e-6], size=n)
+        scores = np.sort(rng.choice([1.0, 2.5, 3.00004, 20.0, 7.12345, 7.1233], size=n) + steps)[::-1].tolist()
+        assert adjust_ties(scores) == anserini_ties(scores)
+
+
+def test_worker_processes_write_the_same_run(index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankkit.lexical import pool
+
+    monkeypatch.setattr(pool, "MIN_QUERIES", 1)
+    monkeypatch.setattr(pool, "BATCH", 3)  # several batches per worker, results out of order
+    lines = retrieve_bm25(index, TOPICS, tmp_path / "one.txt", k=200, threads=1).lines
+    report = retrieve_bm25(index, TOPICS, tmp_path / "two.txt", k=200, threads=2, remove_query=True)
+    assert report.queries == 8 and report.lines == lines > 8 * 150
+    retrieve_bm25(index, TOPICS, tmp_path / "two.txt", k=200, threads=2)
+    assert (tmp_path / "one.txt").read_bytes() == (tmp_path / "two.txt").read_bytes()
+    with pytest.raises(RankkitError, match="no such directory"):  # a worker's error, raised here as one line
+        list(pool.iter_blocks(tmp_path / "gone", Bm25Params(), [("q", "text")], 10, 10, False, "t", 1))
+
+
 def test_retrieve_is_deterministic_and_ranked(index: Path, tmp_path: Path) -> None:
     retrieve_bm25(index, TOPICS, tmp_path / "a.txt", k=50, threads=2)
     retrieve_bm25(index, TOPICS, tmp_path / "b.txt", k=50, threads=1)

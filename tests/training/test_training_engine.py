@@ -71,11 +71,18 @@ def test_data_order_depends_only_on_seed_and_epoch() -> None:
     assert ddp == single
 
 
-def test_teacher_scores_rank_absent_members_last() -> None:
+def test_teacher_scores_rank_absent_members_last(tmp_path: Path) -> None:
+    from rankkit.formats import write_groups as write_group_file
+    from rankkit.training.data import open_training_data
+
     teacher = sampling.TeacherScores({"q": {"a": 3.0, "b": -2.0}})
     assert teacher.scores("q", ["a", "zz", "b"]) == [3.0, -3.0, -2.0]
-    with pytest.raises(RankkitError, match="no scores for 1 of 1"):
-        teacher.check([TrainingGroup("other", "x", [Passage("a", "t")])])
+    groups = tmp_path / "g.jsonl"
+    write_group_file(groups, [TrainingGroup(qid, "x", [Passage("a", "t")]) for qid in ("q", "other", "q", "other")])
+    data = open_training_data([groups], cache_dir=tmp_path / "tables")
+    with pytest.raises(RankkitError, match="no scores for 2 of 4 training queries \\(first: 'other'\\)"):
+        teacher.check(data)
+    data.close()
 
 
 def test_linear_schedule() -> None:

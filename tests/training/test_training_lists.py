@@ -15,7 +15,7 @@ from rankkit.errors import RankkitError
 from rankkit.formats import Passage, TrainingGroup, read_groups, write_groups, write_qrels, write_run, write_topics
 from rankkit.training import TrainConfig, train
 from rankkit.training.mine import MineConfig, MineReport, iter_mined_groups
-from rankkit.training.sampling import MicroBatches, TeacherScores, whole_list
+from rankkit.training.sampling import GroupScores, MicroBatches, whole_list
 
 RUN = {"q1": {"d1": 5.0, "d2": 4.0, "d3": 4.0, "d4": 2.0, "d5": 1.0, "d6": 0.5},
        "q2": {"d4": 3.0, "d5": 2.0}}  # q2: no positive in its list
@@ -59,14 +59,18 @@ def test_cli_teacher_list_round_trips_scores(cli: Any, files: dict[str, Path]) -
     first = json.loads(files["out"].read_text().splitlines()[0])
     assert first["pos"][0] == {"docid": "d2", "text": "text of d2", "label": 2, "score": 4.0}
     group = read_groups(files["out"])[0]
-    assert TeacherScores.from_groups([group]).scores("q1", ["d1", "d4"]) == [5.0, 2.0]  # type: ignore[union-attr]
+    whole = whole_list(group, 10)
+    assert whole.docids == ("d1", "d3", "d2", "d4", "d5")  # d6 has no text
+    assert GroupScores().scores_of(whole) == [5.0, 4.0, 4.0, 2.0, 1.0]  # the teacher's scores, read from the group
     assert cli(*args[:-1], "0").code == 2
     assert "--skip-top does not apply" in cli(*args, "--skip-top", "1").stderr
 
 
 def test_scores_are_read_only_when_every_candidate_has_one() -> None:
     group = TrainingGroup("q", "x", [Passage("a", "t", 1)], [Passage("b", "u", 0, 1.0)])
-    assert TeacherScores.from_groups([group]) is None
+    assert whole_list(group, 5).scores is None
+    with pytest.raises(RankkitError, match="without a score"):
+        GroupScores().scores_of(whole_list(group, 5))
     assert whole_list(group, 5).docids == ("a", "b")  # no scores: positives, then negatives as stored
 
 
@@ -93,7 +97,7 @@ def test_whole_lists_train_the_set_encoder_with_ranknet_on_the_groups_scores(tmp
     lists = write_lists(tmp_path / "lists.jsonl")
     groups = read_groups(lists)
     batches = MicroBatches(groups, seed=1, batch_size=4, group_size=6, grad_accum=1, rank=0, world=1,
-                           teacher=TeacherScores.from_groups(groups), whole_lists=True)
+                           teacher=GroupScores(), whole_lists=True)
     batch = batches.at_step(0)[0]
     assert batch.mask.all() and batch.teacher is not None
     assert all(t == sorted(t, reverse=True) for t in batch.teacher.tolist())  # teacher order, whole list
