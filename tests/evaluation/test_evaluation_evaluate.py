@@ -168,16 +168,16 @@ def test_runs_are_evaluated_a_chunk_at_a_time_with_the_same_values(data_dir, tmp
     measures = ["map", "ndcg_cut.10", "recip_rank", "iprec_at_recall.0", "num_q", "RR@10", "Judged@10", "ERR@20"]
     run = read_run(path)
     del run[next(iter(run))]  # a judged query without results (-c counts it)
-    whole = evaluate(qrels, {"r": run}, measures, complete=complete).runs["r"]
+    whole = evaluate({"r": run}, qrels, measures, complete=complete).runs["r"]
     monkeypatch.setattr(module, "CHUNK_DOCS", 150)  # two queries a chunk
-    chunked = evaluate(qrels, {"r": iter(run.items())}, measures, complete=complete).runs["r"]
+    chunked = evaluate({"r": iter(run.items())}, qrels, measures, complete=complete).runs["r"]
     assert chunked.qids == whole.qids and np.array_equal(chunked.values, whole.values)
     assert chunked.no_results == whole.no_results and chunked.depth == 100
-    streamed = evaluate(qrels, {"f": path}, measures, complete=complete).runs["f"]  # a file, query by query
-    assert np.array_equal(streamed.values, evaluate(qrels, {"r": read_run(path)}, measures,
+    streamed = evaluate({"f": path}, qrels, measures, complete=complete).runs["f"]  # a file, query by query
+    assert np.array_equal(streamed.values, evaluate({"r": read_run(path)}, qrels, measures,
                                                     complete=complete).runs["r"].values)
     split = tmp_path / "split.run"
     lines = path.read_text().splitlines()
     split.write_text("\n".join(lines[:50] + lines[100:] + lines[50:100]) + "\n")  # query 1 in two blocks
-    scattered = evaluate(qrels, {"s": split}, measures, complete=complete).runs["s"]  # read whole instead
+    scattered = evaluate({"s": split}, qrels, measures, complete=complete).runs["s"]  # read whole instead
     assert np.array_equal(scattered.values, streamed.values)
