@@ -114,7 +114,7 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
 
     dense_build = recorded_call(monkeypatch, rankkit.dense, "build_dense_index", lambda: index_cmd._build_dense(
         index_cmd.IndexRequest(tmp_path / "corpus.jsonl", tmp_path / "index", None, False, {"model": "repbert"})))
-    dense_search = recorded_call(monkeypatch, rankkit.dense, "dense_search", lambda: retrieve_cmd._retrieve_dense(
+    dense_search = recorded_call(monkeypatch, rankkit.dense, "iter_dense_search", lambda: retrieve_cmd._retrieve_dense(
         retrieve_cmd.RetrieveRequest(tmp_path / "index", {"q": "x"}, tmp_path / "out.run", 10, None, None, False, {}),
         "repbert"))
     params = Bm25Params()
