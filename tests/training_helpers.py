@@ -112,3 +112,10 @@ def small_model_options(name: str) -> dict[str, float]:
     if name == "matrank-split":
         return {"piece_length": 41, "max_pieces": 2}  # 32 query + 3 special + 6 document tokens
     return {}
+
+
+def whole_groups_batch(model, groups):
+    """``model``'s prepared batch of every candidate of each group, in file order: what re-ranking scores."""
+    from rankkit.training.sampling import all_candidates, collate
+
+    return model.prepare(collate([all_candidates(g) for g in groups]))

@@ -106,6 +106,11 @@ class Trainer:
         if config.precision != "auto":
             check_precision(config.precision, dist.device)  # fp16 on a CPU: refused before any work
         self.resume_from = rs.check_output(self.output, config.resume, is_checkpoint(self.output))
+        # The loss and the model first: an option the loss or the backbone refuses (a piece longer than its
+        # positions, say) is reported before a new training file is indexed, which takes minutes at MS MARCO scale.
+        self._choose_loss(config, cls)
+        self._build_model(config, cls, dist)
+        config = self.config  # --precision auto resolved
         # Read when a step draws them: an on-disk table of each file's groups (rankkit.training.data).
         self.groups: TrainingData = open_training_data(config.train, collection=config.collection,
                                                        queries=config.queries, dist=dist)
@@ -115,28 +120,8 @@ class Trainer:
             self.groups.close()
             raise
 
-    def _setup(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
-        self.data = self.groups.records
-        texts = self.groups.texts
-        self.dev_groups = dev_groups(config.dev, texts)
-        teacher: TeacherSource | None = None
-        if config.teacher is not None:
-            teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
-            teacher.check(self.groups)
-        if config.whole_lists:
-            teacher = list_teacher(self.groups.all_scored, teacher, announce=dist.main)
-        self.batches = MicroBatches(self.groups, seed=config.seed, batch_size=config.batch_size,
-                                    group_size=config.group_size, grad_accum=config.grad_accum, rank=dist.rank,
-                                    world=dist.world_size, teacher=teacher, whole_lists=config.whole_lists,
-                                    texts=texts)
-        self.global_batch = config.batch_size * config.grad_accum * dist.world_size
-        self.steps_per_epoch = self.batches.steps_per_epoch
-        if self.steps_per_epoch == 0:
-            raise RankkitError(
-                f"{len(self.groups)} training groups are fewer than one global batch of {self.global_batch} (batch "
-                f"size {config.batch_size} x grad-accum {config.grad_accum} x {dist.world_size} processes)")
-        self.total_steps = config.max_steps or (config.epochs or 1) * self.steps_per_epoch
-
+    def _choose_loss(self, config: TrainConfig, cls: type[RankingModel]) -> None:
+        """The objective's loss, checked against the model's output (a teacher from the data is checked later)."""
         if config.teacher_checkpoint is not None and config.distillation == "eq12":
             # PARADE Eq. 12: the student term is the point-wise cross-entropy, not a --loss.
             if config.loss is not None:
@@ -145,12 +130,14 @@ class Trainer:
             self.loss = get_loss("pointwise-ce", cls.output_type, cls.name)
         else:
             self.loss = get_loss(config.loss or cls.training_defaults.loss, cls.output_type, cls.name)
-        if config.whole_lists:
-            check_list_loss(self.loss, config.group_size, self.groups.longest, announce=dist.main)
-        if teacher is None and self.loss.needs_teacher:
+        if config.teacher is None and not config.whole_lists and self.loss.needs_teacher:
             raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
-        if teacher is not None and not self.loss.uses_teacher and dist.main:
-            warn(f"--teacher is ignored by --loss {self.loss.name} (only losses that read teacher scores use it)")
+
+    def _build_model(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
+        """The student on its device (from --backbone or --init-checkpoint), and the run's resolved precision.
+
+        Reads no training data and draws no data randomness, so building it first changes no weights.
+        """
         # Loaded before seeding: building the loaded model's modules draws random numbers.
         init = None if config.init_checkpoint is None else load_init_checkpoint(config.init_checkpoint)
         seed_everything(config.seed)  # identical initial weights on every rank
@@ -179,11 +166,39 @@ class Trainer:
         self.precision_reason = ""
         if config.precision == "auto":  # decided by the device and the model's size; logged and recorded
             precision, why = resolve_precision("auto", dist.device, sum(p.numel() for p in self.model.parameters()))
-            self.config = config = replace(config, precision=precision)
+            self.config = replace(config, precision=precision)
             self.precision_reason = f" (--precision auto: {why})"
         # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
         # fp32 needs nothing: a disabled scaler passes losses and steps through unchanged.
-        self.scaler = torch.amp.GradScaler(dist.device.type, enabled=config.precision == "fp16")
+        self.scaler = torch.amp.GradScaler(dist.device.type, enabled=self.config.precision == "fp16")
+
+    def _setup(self, config: TrainConfig, cls: type[RankingModel], dist: Dist) -> None:
+        self.data = self.groups.records
+        texts = self.groups.texts
+        self.dev_groups = dev_groups(config.dev, texts)
+        teacher: TeacherSource | None = None
+        if config.teacher is not None:
+            teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
+            teacher.check(self.groups)
+        if config.whole_lists:
+            teacher = list_teacher(self.groups.all_scored, teacher, announce=dist.main)
+        self.batches = MicroBatches(self.groups, seed=config.seed, batch_size=config.batch_size,
+                                    group_size=config.group_size, grad_accum=config.grad_accum, rank=dist.rank,
+                                    world=dist.world_size, teacher=teacher, whole_lists=config.whole_lists,
+                                    texts=texts)
+        self.global_batch = config.batch_size * config.grad_accum * dist.world_size
+        self.steps_per_epoch = self.batches.steps_per_epoch
+        if self.steps_per_epoch == 0:
+            raise RankkitError(
+                f"{len(self.groups)} training groups are fewer than one global batch of {self.global_batch} (batch "
+                f"size {config.batch_size} x grad-accum {config.grad_accum} x {dist.world_size} processes)")
+        self.total_steps = config.max_steps or (config.epochs or 1) * self.steps_per_epoch
+        if config.whole_lists:
+            check_list_loss(self.loss, config.group_size, self.groups.longest, announce=dist.main)
+        if teacher is None and self.loss.needs_teacher:
+            raise RankkitError(f"--loss {self.loss.name} needs --teacher RUN")
+        if teacher is not None and not self.loss.uses_teacher and dist.main:
+            warn(f"--teacher is ignored by --loss {self.loss.name} (only losses that read teacher scores use it)")
         # Loaded after the student is built so the student's initial weights do not depend on it.
         self.kd_teacher = None if config.teacher_checkpoint is None else Teacher.load(config.teacher_checkpoint,
                                                                                    dist.device)

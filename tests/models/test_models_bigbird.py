@@ -14,11 +14,10 @@ from typing import Callable
 
 import pytest
 import torch
-from training_helpers import WORDS, build_model, documents, write_corpus, write_groups, write_topics
+from training_helpers import WORDS, build_model, documents, whole_groups_batch, write_corpus, write_groups, write_topics
 
 from rankkit.formats import read_groups, read_run, write_run
 from rankkit.models.cross_encoders.mono import Mono
-from rankkit.training import sampling
 
 transformers = pytest.importorskip("transformers")
 
@@ -92,5 +91,5 @@ def test_block_sparse_attention_does_not_depend_on_earlier_batches(bigbird: Path
     # Training steps on short groups leave the recorded attention type alone too.
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=2, negatives=2))
     model.train()
-    model(model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups])))
+    model(whole_groups_batch(model, groups))
     assert encoder.config.attention_type == "block_sparse"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from training_helpers import build_model, loss_drops_after_steps, write_groups
+from training_helpers import build_model, loss_drops_after_steps, whole_groups_batch, write_groups
 
 from rankkit.formats import read_groups
 from rankkit.models.checkpoint import load_model, save_model
@@ -21,7 +21,6 @@ from rankkit.models.cross_encoders.matrank import (
     matrank_loss,
 )
 from rankkit.models.outputs import PreferenceOutput
-from rankkit.training import sampling
 
 
 
@@ -98,7 +97,7 @@ def test_blockwise_matrix_equals_dense_mlp_on_concatenation() -> None:
 def test_model_matrix_is_asymmetric_mlp_and_bi_skip_starts_at_cosine(backbone: Path) -> None:
     model = build_model(MatRank, backbone, {"encoder": "bi"})
     groups = read_groups(write_groups(backbone.parent / "g.jsonl", count=2, negatives=4))
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     h, skip = model.grouped(batch)
     out = model.matrix(h, skip, batch.mask)
     assert torch.all(out.S.diagonal(dim1=1, dim2=2) == 0)
@@ -114,7 +113,7 @@ def test_matrank_trains_and_round_trips(backbone: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = build_model(MatRankRow, backbone, {"max_query_length": 8, "max_doc_length": 24})
     assert MatRankRow.training_defaults.loss == "matrank" and MatRankRow.output_type is PreferenceOutput
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert model(batch).use_omega is False  # matrank-row: the loss keeps the beta term only
     assert loss_drops_after_steps(model, batch)
     save_model(model, tmp_path / "ck", {})

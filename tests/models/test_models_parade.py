@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from training_helpers import WORDS, build_model, loss_drops_after_steps
+from training_helpers import WORDS, build_model, loss_drops_after_steps, whole_groups_batch
 
 from rankkit.formats import read_groups, read_run, write_run
 from rankkit.models import MODELS
@@ -19,7 +19,6 @@ from rankkit.models.checkpoint import load_model, save_model
 from rankkit.models.documents.base import PassageWindowConfig
 from rankkit.models.documents.parade import CNN_LAYERS, Parade, ParadeAttn, ParadeCNN, ParadeMax, ParadeTransformer
 from rankkit.models.losses import pairwise_hinge
-from rankkit.training import sampling
 
 PARADE = ["parade-max", "parade-avg", "parade-sum", "parade-attn", "parade-cnn", "parade-transformer"]
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
@@ -178,7 +177,7 @@ def long_groups(path: Path, count: int = 8) -> Path:
 def test_trains_and_round_trips(name: str, backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
     model = build(name, backbone).train()
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert batch.features.slots[:, 2].max() == OPTIONS["max_passages"] - 1  # 33 tokens: 7 windows -> 4
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
@@ -192,7 +191,7 @@ def test_trains_and_round_trips(name: str, backbone: Path, tmp_path: Path) -> No
     assert all(x.dtype == torch.float64 and x.shape == (4,) for x in a)
     assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(a, b))
     # Inference scores equal the training-path scores of the same (evenly spaced) passages.
-    evaluated = again.prepare(sampling.collate([sampling.all_candidates(g) for g in groups[:2]]))
+    evaluated = whole_groups_batch(again, groups[:2])
     with torch.no_grad():
         assert torch.allclose(again(evaluated).scores.double(), torch.stack(b), atol=1e-5)
 

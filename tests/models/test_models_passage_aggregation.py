@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import build_model
+from training_helpers import build_model, whole_groups_batch
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups, read_run, write_run
@@ -19,7 +19,6 @@ from rankkit.models.documents.parade import ParadeTransformer
 from rankkit.models.documents.passage_score import PassageScoreModel, kmax_mean
 from rankkit.models.losses import PassageCrossEntropyLoss, get_loss
 from rankkit.models.outputs import PassageScoreOutput
-from rankkit.training import sampling
 
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 
@@ -64,7 +63,7 @@ def test_document_score_from_passage_scores(name: str, extra: dict[str, object],
 def test_passage_ce_labels_every_passage_with_its_document(backbone: Path, tmp_path: Path) -> None:
     model = build("maxp", backbone).train()
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     out = model(batch)
     assert isinstance(out, PassageScoreOutput)
     # Document scores are still the max of the real passages' scores.

@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 from test_models_parade import long_groups
-from training_helpers import build_model, loss_drops_after_steps
+from training_helpers import build_model, loss_drops_after_steps, whole_groups_batch
 
 from rankkit.formats import read_groups
 from rankkit.models import MODELS
 from rankkit.models.checkpoint import load_model, save_model
 from rankkit.models.documents.passage_score import FirstP, FirstPConfig, PassageScoreModel, masked_max
-from rankkit.training import sampling
 
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 
@@ -59,7 +58,7 @@ def test_firstp_encodes_only_the_first_window(backbone: Path, tmp_path: Path) ->
     assert [s.name for s in FirstP.config_class.model_options()] == ["window"]
     assert model.split(list(range(20)), None) == [list(range(6))]
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert batch.features.slots[:, 2].max() == 0  # one passage per document
 
 
@@ -67,7 +66,7 @@ def test_firstp_encodes_only_the_first_window(backbone: Path, tmp_path: Path) ->
 def test_trains_end_to_end_and_round_trips(name: str, backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(long_groups(tmp_path / "g.jsonl", count=2))
     model = build(name, backbone).train()
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect=name)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import build_model, loss_drops_after_steps, write_groups
+from training_helpers import build_model, loss_drops_after_steps, whole_groups_batch, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups, read_run
@@ -196,7 +196,7 @@ def test_trains_saves_and_loads(backbone: Path, tmp_path: Path) -> None:
     model = build_model(SetEncoder, backbone, {"max_query_length": 8, "max_doc_length": 24})
     assert SetEncoder.training_defaults.loss == "listwise-ce" and model.hparams["encoder"] == "cross"
     assert SetEncoder.config_class is SetEncoderConfig
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert loss_drops_after_steps(model, batch, steps=4)
     save_model(model, tmp_path / "ck", {})
     config = json.loads((tmp_path / "ck" / "config.json").read_text())

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from training_helpers import build_model, loss_drops_after_steps, write_groups
+from training_helpers import build_model, loss_drops_after_steps, whole_groups_batch, write_groups
 
 from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
@@ -23,7 +23,6 @@ from rankkit.models.cross_encoders.candidate_attention import CandidateAttention
 from rankkit.models.cross_encoders.listwise import Listwise
 from rankkit.models.cross_encoders.matrank import MatRank, MatRankCol, aggregate, matrank_loss
 from rankkit.models.losses import MatRankLoss
-from rankkit.training import sampling
 
 
 
@@ -50,7 +49,7 @@ def test_matrank_col_uses_omega_only(backbone: Path, tmp_path: Path) -> None:
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=4, negatives=3))
     torch.manual_seed(0)
     model = build_model(MatRankCol, backbone, {"max_query_length": 8, "max_doc_length": 24, "hidden": 16})
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     output = model(batch)
     assert output.use_beta is False and output.use_omega is True
     assert torch.allclose(output.scores, -output.matrix.c)  # differentiable scores = -c
@@ -133,12 +132,12 @@ def test_attention_bi_starts_at_cosine_and_trains(backbone: Path, tmp_path: Path
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=4, negatives=3))
     torch.manual_seed(0)
     model = build_model(CandidateAttention, backbone, {"encoder": "bi"})
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     h, skip = model.grouped(batch)
     assert skip is not None
     assert torch.allclose(model(batch).scores, model.skip_weight * skip * batch.mask)
     model = build_model(CandidateAttention, backbone, {"max_query_length": 8, "max_doc_length": 24})
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert loss_drops_after_steps(model, batch)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect="matrank-attn")
@@ -186,7 +185,7 @@ def test_listwise_shuffles_training_slots(backbone: Path, tmp_path: Path) -> Non
     model = build_model(Listwise, backbone, {"list_size": 6, "max_query_length": 8, "max_doc_length": 24,
                                              "encoder": "bi", "hidden": 8})
     nn.init.normal_(model.mlp_out.weight)
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     h, skip = model.grouped(batch)
     model.train()
     trained = model(batch).scores
@@ -211,7 +210,7 @@ def test_listwise_trains_and_round_trips(backbone: Path, tmp_path: Path) -> None
     groups = read_groups(write_groups(tmp_path / "g.jsonl", count=4, negatives=3))
     torch.manual_seed(0)
     model = build_model(Listwise, backbone, {"list_size": 8, "max_query_length": 8, "max_doc_length": 24})
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert loss_drops_after_steps(model, batch)
     save_model(model, tmp_path / "ck", {})
     again = load_model(tmp_path / "ck", expect="listwise")
@@ -266,7 +265,7 @@ def test_joint_training_shuffles_and_trains(backbone: Path, tmp_path: Path) -> N
     torch.manual_seed(0)
     model = build_model(JointList, backbone, {"max_query_length": 6, "max_doc_length": 8})
     model.train()
-    batch = model.prepare(sampling.collate([sampling.all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     assert isinstance(batch.features, JointListFeatures)
     sep = batch.features.sep
     # Slot 0 (the positive) is not always the first candidate of the input.

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from training_helpers import tiny_backbone, write_groups
+from training_helpers import tiny_backbone, whole_groups_batch, write_groups
 
 from rankkit.formats import read_groups
 from rankkit.models import create_model
@@ -17,7 +17,7 @@ from rankkit.models.cross_encoders.frozen_vectors import FrozenVectors, ids_key
 from rankkit.training import TrainConfig, train
 from rankkit.training import frozen as frozen_module
 from rankkit.training.frozen import precompute_frozen_features
-from rankkit.training.sampling import MicroBatches, all_candidates, collate
+from rankkit.training.sampling import MicroBatches
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_exactly_the_texts_of_the_run_are_encoded_once_and_steps_never_run_the_e
 def test_vectors_from_the_table_equal_the_encoders(data: dict[str, Path]) -> None:
     model = create_model("matrank", data["backbone"], encoder="bi")
     groups = read_groups(data["groups"])[:6]
-    batch = model.prepare(collate([all_candidates(g) for g in groups]))
+    batch = whole_groups_batch(model, groups)
     model.eval()
     direct = model(batch).scores
     table = precompute_frozen_features(model, batches_of(groups), 0, groups, announce=False)  # the dev groups' texts
