@@ -324,7 +324,7 @@ def train(b: Bench) -> None:
     series = [("JSONL groups, 8 passages", group_sizes, jsonl), ("ids-only groups, 8 passages", group_sizes, ids),
               ("text triples", triple_sizes, text_triples), ("qidpidtriples", triple_sizes, id_triples)]
     codes = b.codes()
-    from rankkit.training.data import table_dir
+    from rankkit.training.group_table import table_dir
 
     for variant, sizes, make in series:
         for n in sizes:

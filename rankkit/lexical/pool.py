@@ -3,7 +3,7 @@
 Searching is Java (and runs in parallel on threads, :meth:`~rankkit.lexical.search.Bm25Searcher.iter_search`),
 but turning each query's hits into Python values and run lines costs about as much again under
 the GIL, so threads in one process stop scaling near 1.3x. Here each of N worker processes
-(``python -m rankkit.lexical.pool``, each with its own JVM and searcher) searches batches of
+(``python -m rankkit.lexical.pool_worker``, each with its own JVM and searcher) searches batches of
 queries and sends back their formatted run lines; the parent only writes them, in query order. Results are identical
 to one process (each query is searched the same way; the run is written in the topics' order).
 At most two batches per worker are in flight, so memory holds a few hundred queries' hits, not the
@@ -15,11 +15,9 @@ stops them), and a worker's error is raised in the parent as one line.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pickle
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -41,39 +39,12 @@ WORKER_HEAP = "-Xmx1g"
 C2_FROM_QUERIES = 1500
 
 
-def serve(index: str, params: Any, settings: tuple[int, int, bool, str], inbox: IO[bytes], outbox: IO[bytes]) -> None:
-    """A worker: for each ``(position, [(qid, text)])`` read from ``inbox``, write ``(position, [(qid,
-    run lines, line count, self-hit removed)])`` (``settings``: depth searched, k kept, remove_query, tag)."""
-    from rankkit.lexical.search import Bm25Searcher, run_block
-
-    depth, k, remove_query, tag = settings
-
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):  # the parent already said what it opened
-            searcher = Bm25Searcher(index, params)
-        with searcher:
-            while True:
-                try:
-                    position, batch = pickle.load(inbox)
-                except EOFError:
-                    return
-                blocks = [(qid, *run_block(qid, searcher.search(text, depth), k, remove_query, tag))
-                          for qid, text in batch]
-                pickle.dump((position, blocks), outbox, protocol=pickle.HIGHEST_PROTOCOL)
-                outbox.flush()
-    except BaseException as err:  # noqa: BLE001 - reported by the parent, one line
-        pickle.dump((-1, " ".join(str(err).split()) or type(err).__name__), outbox)
-        outbox.flush()
-
-
 class _Worker:
-    """One ``python -m rankkit.lexical.pool`` process and the thread reading its results."""
+    """One ``python -m rankkit.lexical.pool_worker`` process and the thread reading its results."""
 
     def __init__(self, number: int, index: Path, params: Any, settings: tuple[int, int, bool, str],
                  results: "queue.Queue[Any]", short: bool = False) -> None:
-        import rankkit
-
-        root = str(Path(rankkit.__file__).resolve().parents[1])  # the parent's rankkit, whatever is installed
+        root = str(Path(__file__).resolve().parents[2])  # the parent's rankkit (rankkit/lexical/pool.py), whatever is installed
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         options = env.get("RANKKIT_JAVA_OPTS", "").split()
         if not any(o.startswith("-Xmx") for o in options):
@@ -84,7 +55,7 @@ class _Worker:
         # Results come back on a pipe of their own: Java may print to standard output.
         read_end, write_end = os.pipe()
         try:
-            self.process = subprocess.Popen([sys.executable, "-m", "rankkit.lexical.pool", str(write_end)],
+            self.process = subprocess.Popen([sys.executable, "-m", "rankkit.lexical.pool_worker", str(write_end)],
                                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
                                             pass_fds=(write_end,))
         except BaseException:
@@ -181,10 +152,3 @@ def iter_blocks(index: Path, params: Any, queries: Iterable[tuple[str, str]], de
     finally:
         for worker in pool:
             worker.stop()
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers
-    index_dir, bm25_params, block_settings = pickle.load(sys.stdin.buffer)
-    with os.fdopen(int(sys.argv[1]), "wb") as channel:
-        serve(index_dir, bm25_params, block_settings, sys.stdin.buffer, channel)

@@ -19,7 +19,8 @@ from training_helpers import TOPICS, documents, tiny_backbone, write_groups
 from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_groups, write_qrels, write_run, write_topics
 from rankkit.formats.groups import TrainingGroup, iter_groups
-from rankkit.training.data import GroupFile, open_training_data, table_dir
+from rankkit.training.data import open_training_data
+from rankkit.training.group_table import GroupFile, table_dir
 from rankkit.training.sampling import MicroBatches
 
 
@@ -69,7 +70,7 @@ def test_the_table_is_built_once_and_rebuilt_when_the_file_changes(tmp_path: Pat
     folder = table_dir(path, tables)
     assert folder.parent == tables and json.loads((folder / "header.json").read_text())["groups"] == 6
     built: list[Path] = []
-    import rankkit.training.data as data_module
+    import rankkit.training.group_table as data_module
 
     real = data_module.build_table
     monkeypatch.setattr(data_module, "build_table", lambda *a, **k: built.append(a[0]) or real(*a, **k))
