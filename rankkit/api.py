@@ -205,21 +205,48 @@ def dense_search(index: PathLike, queries: Queries, k: int = 1000, *, nprobe: in
     return _run_out(run, frame, texts)
 
 
-def load_model(model: str, checkpoint: PathLike | None = None) -> RankingModel:
+def load_model(model: str, checkpoint: PathLike | None = None, *, backend: str = "torch", quantize: str | None = None,
+               precision: str | None = None, threads: int | None = None, device: str = "cpu") -> RankingModel:
     """A re-ranking model: a ``rankkit train`` folder, a lightning-ir or Hugging Face folder (zero-shot), a hub id
     ``ORG/NAME[@REVISION]`` of any of them, or None (packaged default). ``load_model(...).rank(query, passages,
-    top_k=10)`` ranks passages for one query."""
-    from rankkit.runtime import load_for_inference
+    top_k=10)`` ranks passages for one query.
+
+    ``backend``, ``quantize``, ``precision`` and ``threads`` are ``rankkit rerank``'s options
+    (:class:`rankkit.runtime.Runtime`): torch fp32 unless asked; ``backend="auto"`` chooses for this CPU as
+    the command does (its int8/bf16 encoders are exported, checked and cached once), and on a backend other than
+    torch an unset ``quantize``/``precision`` is ``auto`` too, as on the command line. On torch only fp32 is
+    kept by a loaded model (bf16 there is autocast around each call): ask :func:`rerank` for it by name.
+    """
+    loaded = _load(model, checkpoint, backend, quantize, precision, threads, device)
+    if loaded.runtime.torch_precision != "fp32":
+        raise RankkitError(f"load_model: precision {loaded.runtime.torch_precision} on the torch backend is autocast "
+                           "around each call, which a loaded model does not keep; pass it to rankkit.rerank with the "
+                           "model's name, or use backend='openvino' (whose bf16 is compiled in)")
+    return loaded.model
+
+
+def _load(model: str, checkpoint: PathLike | None, backend: str, quantize: str | None, precision: str | None,
+          threads: int | None, device: str) -> Any:
+    from rankkit.runtime import Runtime, load_for_inference
 
     if not isinstance(model, str):
         raise _kind_error("model", "a model name (mono, repbert, matrank, ...)", model)
     if checkpoint is not None and not _is_path(checkpoint):
         raise _kind_error("checkpoint", "a folder or a hub id (a path or a string)", checkpoint)
-    return load_for_inference(model, checkpoint, device="cpu").model
+    for name, value in (("backend", backend), ("quantize", quantize), ("precision", precision), ("device", device)):
+        if value is not None and not isinstance(value, str):
+            raise _kind_error(name, "a string", value)
+    _count(threads, "threads", optional=True)
+    on_torch = backend == "torch"  # torch fp32 unless asked; elsewhere what is not given is chosen, as in the CLI
+    runtime = Runtime(backend, quantize or ("none" if on_torch else "auto"), threads,
+                      precision or ("fp32" if on_torch else "auto"))
+    return load_for_inference(model, checkpoint, runtime, device)
 
 
 def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = None, passages: Passages | None = None,
-           *, checkpoint: PathLike | None = None, depth: int = 100, batch_size: int = 32, device: str = "cpu") -> Any:
+           *, checkpoint: PathLike | None = None, depth: int = 100, batch_size: int = 32, device: str = "cpu",
+           backend: str = "torch", quantize: str | None = None, precision: str | None = None,
+           threads: int | None = None, show_progress: bool = True) -> Any:
     """Re-score each query's top ``depth`` candidates of ``run`` with ``model``; the rest follow in their order.
 
     ``model`` is a model name (``mono``, ``repbert``, ``matrank``, ... with ``checkpoint``) or a model
@@ -228,12 +255,17 @@ def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = No
     columns (as PyTerrier's do) needs neither ``queries`` nor ``passages``. Scores are the model's;
     candidates below ``depth`` get scores below them, as ``rankkit rerank`` writes them. A DataFrame
     run gives a DataFrame (with the ``query`` column), a dict or file a dict.
+
+    ``backend``, ``quantize``, ``precision`` and ``threads`` (a model given by name; :func:`load_model` for a
+    loaded one) are ``rankkit rerank``'s: torch fp32 unless asked, ``backend="auto"`` as the command chooses.
+    Queries are scored as the command scores them (about 1,024 pairs at a time) under a progress bar of
+    pairs (``show_progress``).
     """
     import torch
 
     from rankkit.devices import pick_device
     from rankkit.models.base import RankingModel
-    from rankkit.reranking import merge_tail
+    from rankkit.reranking import merge_tail, score_lists
 
     _count(depth, "depth")
     _count(batch_size, "batch_size")
@@ -258,13 +290,20 @@ def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = No
         passage_text = _passages(passages_from_frame(run, "run"), wanted)
     else:
         passage_text = _passages(passages, wanted)
-    ranker = load_model(model, checkpoint) if isinstance(model, str) else model
-    ranker.to(pick_device(device))
+    if isinstance(model, str):
+        loaded = _load(model, checkpoint, backend, quantize, precision, threads, device)
+        ranker, on, autocast_to = loaded.model, loaded.device, loaded.runtime.torch_precision
+    else:
+        if (backend, quantize, precision, threads) != ("torch", None, None, None):
+            raise RankkitError("rerank: backend, quantize, precision and threads apply to a model given by name; "
+                               "pass them to rankkit.load_model for a loaded one")
+        ranker, on, autocast_to = model, pick_device(device), "fp32"
+        ranker.to(on)
     ranker.eval()
     qids = [qid for qid in scores_in if heads[qid]]
     with torch.inference_mode():
-        scores = ranker.rerank_scores([texts[qid] for qid in qids], [[passage_text[d] for d in heads[qid]] for qid in qids],
-                                      batch_size)
+        scores = score_lists(ranker, [texts[qid] for qid in qids], [[passage_text[d] for d in heads[qid]] for qid in qids],
+                             batch_size=batch_size, precision=autocast_to, device=on, show_progress=show_progress)
     out: Run = {}
     scored = dict(zip(qids, scores))
     for qid in scores_in:

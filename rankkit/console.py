@@ -232,11 +232,11 @@ def progress_bar(unit: str = "it", *, transient: bool = False,
     """A rich progress bar on stderr with count, items/s, elapsed time and ETA.
 
     Use as ``with progress_bar("q") as bar: task = bar.add_task("searching", total=n)``.
-    When stderr is not a terminal (logs, CI, pipes) the bar is off (a redrawn bar is noise in a
+    When stderr is not a terminal or a notebook (logs, CI, pipes) the bar is off (a redrawn bar is noise in a
     file) and a heartbeat line is printed every :func:`heartbeat_seconds` instead. ``get_time`` is
     the clock (tests pass a fake one).
     """
-    terminal = err_console.is_terminal
+    terminal = err_console.is_terminal or err_console.is_jupyter  # a notebook draws rich's bar in its cell
     return HeartbeatProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

@@ -108,6 +108,60 @@ class RerankProgress:
         return heard
 
 
+def _model_scores(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int,
+                  precision: str, device: torch.device | str,
+                  on_work: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
+    """``model.rerank_scores`` under ``precision``'s autocast; ``on_work(done, total)`` hears its batches; running
+    out of memory is one line naming the batch size."""
+    try:
+        with autocast(precision, torch.device(device)), (work_reporter(on_work) if on_work else nullcontext()):
+            return model.rerank_scores(queries, candidates, batch_size)
+    except (MemoryError, RuntimeError) as err:
+        if not is_out_of_memory(err):
+            raise
+        raise EnvironmentFailure(f"out of memory scoring {batch_size} pairs at a time on {device}; lower "
+                                 f"--batch-size (now {batch_size})") from None
+
+
+def _moves(bar: Any, task: Any, before: int, size: int) -> Callable[[int, int], None]:
+    """A listener that moves ``bar``'s ``task`` through a chunk of ``size`` pairs as the model's batches finish."""
+    def heard(finished: int, total: int) -> None:
+        if total > 0:
+            bar.update(task, completed=before + size * min(finished, total) // total)
+
+    return heard
+
+
+def score_lists(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]], *,
+                batch_size: int = 32, precision: str = "fp32", device: torch.device | str = "cpu",
+                chunk_pairs: int = 1024, show_progress: bool = True) -> list[torch.Tensor]:
+    """Each query's scores of its candidate texts, as :func:`rerank_run` scores them: whole queries a chunk of
+    about ``chunk_pairs`` pairs at a time (memory does not grow with the number of queries), under a progress
+    bar of (query, passage) pairs that moves with the model's batches (``show_progress``; a heartbeat line off
+    a terminal). Used by :func:`rankkit.rerank`."""
+    sizes = [len(texts) for texts in candidates]
+    bounds, start, pairs = [], 0, 0
+    for end, size in enumerate(sizes, start=1):
+        pairs += size
+        if pairs >= chunk_pairs:
+            bounds.append((start, end))
+            start, pairs = end, 0
+    if start < len(sizes):
+        bounds.append((start, len(sizes)))
+    scores: list[torch.Tensor] = []
+    with progress_bar("pairs") if show_progress else nullcontext() as bar:
+        task = bar.add_task("re-ranking", total=sum(sizes)) if bar is not None else None
+        done = 0
+        for first, last in bounds:
+            size = sum(sizes[first:last])
+            scores += _model_scores(model, queries[first:last], candidates[first:last], batch_size, precision, device,
+                                    None if bar is None else _moves(bar, task, done, size))
+            done += size
+            if bar is not None and task is not None:
+                bar.update(task, completed=done)
+    return scores
+
+
 def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, float]:
     """Re-ranked scores plus the unchanged tail below them, in its given order."""
     docs = dict(reranked)
@@ -172,15 +226,8 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
         wanted = sorted({d for h in heads for d in h})
         passages = store.get_many(wanted)
-        try:
-            with autocast(precision, torch.device(device)), (work_reporter(on_work) if on_work else nullcontext()):
-                scores = model.rerank_scores([texts_of[qid] for qid, _ in chunk],
-                                             [[passages[d] for d in h] for h in heads], batch_size)
-        except (MemoryError, RuntimeError) as err:
-            if not is_out_of_memory(err):
-                raise
-            raise EnvironmentFailure(f"out of memory scoring {batch_size} pairs at a time on {device}; lower "
-                                     f"--batch-size (now {batch_size})") from None
+        scores = _model_scores(model, [texts_of[qid] for qid, _ in chunk], [[passages[d] for d in h] for h in heads],
+                               batch_size, precision, device, on_work)
         out = []
         for (qid, ranking), head, s in zip(chunk, heads, scores):
             top = {docid: float(v) for docid, v in zip(head, s.tolist())}
@@ -227,4 +274,4 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
     return report
 
 
-__all__ = ["RerankProgress", "RerankReport", "count_run_pairs", "merge_tail", "rerank_run"]
+__all__ = ["RerankProgress", "RerankReport", "count_run_pairs", "merge_tail", "rerank_run", "score_lists"]
