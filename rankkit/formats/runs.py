@@ -80,12 +80,9 @@ def iter_run_lines(path: PathLike) -> Iterator[RunLine]:
         yield row
 
 
-def read_run(path: PathLike, *, depth: int | None = None) -> Run:
-    """Read a whole run; duplicate (qid, docid) pairs and non-finite scores are errors.
-
-    ``depth`` keeps each query's top ``depth`` documents in trec_eval order.
-    """
-    run: Run = {}
+def iter_run_scores(path: PathLike) -> Iterator[tuple[int, str, str, float]]:
+    """Stream ``(line number, qid, docid, score)`` of a run file; a non-finite score is an error, a duplicate is not
+    checked here (:func:`read_run` does)."""
     isfinite = math.isfinite
     # The hot loop parses inline (no RunLine objects): runs can hold millions of lines.
     columns = 0
@@ -106,6 +103,16 @@ def read_run(path: PathLike, *, depth: int | None = None) -> Run:
             raise AssertionError(f"unreachable: {row}") from None
         if not isfinite(score):
             raise InputError(path, number, f"score {score} is not finite")
+        yield number, qid, docid, score
+
+
+def read_run(path: PathLike, *, depth: int | None = None) -> Run:
+    """Read a whole run; duplicate (qid, docid) pairs and non-finite scores are errors.
+
+    ``depth`` keeps each query's top ``depth`` documents in trec_eval order.
+    """
+    run: Run = {}
+    for number, qid, docid, score in iter_run_scores(path):
         docs = run.get(qid)
         if docs is None:
             docs = run[qid] = {}

@@ -31,7 +31,7 @@ from rankkit.console import log, progress_bar, warn
 from rankkit.devices import autocast, check_precision, resolve_precision
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import exclusive
-from rankkit.formats import TrainingGroup, iter_groups, read_run
+from rankkit.formats import TrainingGroup, iter_groups
 from rankkit.models import RankingModel, create_model
 from rankkit.models.backbone import backbone_source
 from rankkit.models.checkpoint import is_checkpoint, read_meta, save_model
@@ -50,6 +50,7 @@ from rankkit.training.loader import step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, lr_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, TeacherSource
+from rankkit.training.teacher_run import TeacherRun
 from rankkit.training.warm_start import WarmStart, carry_weights, load_init_checkpoint, save_encoder
 
 BEST = "best"
@@ -178,7 +179,7 @@ class Trainer:
         self.dev_groups = dev_groups(config.dev, texts)
         teacher: TeacherSource | None = None
         if config.teacher is not None:
-            teacher = TeacherScores(read_run(config.teacher), str(config.teacher))
+            teacher = TeacherScores(TeacherRun.read(config.teacher), str(config.teacher))
             teacher.check(self.groups)
         if config.whole_lists:
             teacher = list_teacher(self.groups.all_scored, teacher, announce=dist.main)

@@ -26,6 +26,7 @@ import torch
 from rankkit.errors import RankkitError
 from rankkit.formats import TrainingGroup
 from rankkit.models.inputs import GroupBatch
+from rankkit.training.teacher_run import TeacherRun
 
 if TYPE_CHECKING:
     from rankkit.training.data import TextSource, TrainingData
@@ -122,17 +123,18 @@ class TeacherScores:
     """Teacher scores per (qid, docid) from a run; members absent from the run rank below all present ones.
 
     An absent candidate gets ``min(query's teacher scores) - 1``, so it ranks below every scored
-    document of that query without inventing a scale far outside the teacher's.
+    document of that query without inventing a scale far outside the teacher's. The run is held as arrays
+    (:class:`rankkit.training.teacher_run.TeacherRun`, 16 bytes a pair), read from its file by
+    :meth:`TeacherRun.read`, or taken from ``{qid: {docid: score}}``.
     """
 
-    def __init__(self, run: Mapping[str, Mapping[str, float]], source: str = "teacher run") -> None:
-        self.run = run
+    def __init__(self, run: Mapping[str, Mapping[str, float]] | TeacherRun, source: str = "teacher run") -> None:
+        self.table = run if isinstance(run, TeacherRun) else TeacherRun.from_mapping(run)
         self.source = source
-        self.floor = {qid: (min(docs.values()) - 1.0 if docs else 0.0) for qid, docs in run.items()}
 
     def check(self, data: "TrainingData") -> None:
         """Every training query must appear in the teacher run (else distillation is meaningless)."""
-        missing, first = data.missing_qids(self.run)
+        missing, first = data.missing_qids(self.table.qids())
         if missing:
             raise RankkitError(
                 f"{self.source} has no scores for {missing} of {len(data)} training queries "
@@ -140,9 +142,7 @@ class TeacherScores:
             )
 
     def scores(self, qid: str, docids: Iterable[str]) -> list[float]:
-        docs = self.run.get(qid, {})
-        floor = self.floor.get(qid, 0.0)
-        return [float(docs.get(d, floor)) for d in docids]
+        return self.table.scores(qid, docids)
 
     def scores_of(self, sampled: SampledGroup) -> list[float]:
         """The teacher's scores of a sampled group's candidates."""
