@@ -193,15 +193,19 @@ def search(index: PathLike, queries: Queries, k: int = 1000, *, k1: float = 0.9,
 
 
 def dense_search(index: PathLike, queries: Queries, k: int = 1000, *, nprobe: int | None = None,
-                 batch_size: int = 64, device: str = "auto") -> Any:
+                 batch_size: int = 64, device: str = "auto", backend: str = "auto", quantize: str | None = None,
+                 precision: str | None = None, threads: int | None = None) -> Any:
     """Top-``k`` of each query over a ``rankkit index --kind dense`` index (queries encoded by the index's
-    model); a DataFrame of queries gives a results DataFrame."""
+    model); a DataFrame of queries gives a results DataFrame. The query encoder runs as the index's documents
+    were encoded (recorded in rankkit-index.json; ``backend="auto"``, as ``rankkit retrieve``), or on the
+    ``backend``, ``quantize``, ``precision`` and ``threads`` given, as in :func:`load_model`."""
     from rankkit.dense import dense_search as search_dense
 
     _count(k, "k")
     _count(batch_size, "batch_size")
     texts, frame = _queries(queries)
-    run = search_dense(index, texts, k=k, nprobe=nprobe, batch_size=batch_size, device=device)
+    runtime = _runtime(backend, quantize, precision, threads)
+    run = search_dense(index, texts, k=k, nprobe=nprobe, batch_size=batch_size, device=device, runtime=runtime)
     return _run_out(run, frame, texts)
 
 
@@ -227,20 +231,29 @@ def load_model(model: str, checkpoint: PathLike | None = None, *, backend: str =
 
 def _load(model: str, checkpoint: PathLike | None, backend: str, quantize: str | None, precision: str | None,
           threads: int | None, device: str) -> Any:
-    from rankkit.runtime import Runtime, load_for_inference
+    from rankkit.runtime import load_for_inference
 
     if not isinstance(model, str):
         raise _kind_error("model", "a model name (mono, repbert, matrank, ...)", model)
     if checkpoint is not None and not _is_path(checkpoint):
         raise _kind_error("checkpoint", "a folder or a hub id (a path or a string)", checkpoint)
-    for name, value in (("backend", backend), ("quantize", quantize), ("precision", precision), ("device", device)):
+    if not isinstance(device, str):
+        raise _kind_error("device", "a string", device)
+    return load_for_inference(model, checkpoint, _runtime(backend, quantize, precision, threads), device)
+
+
+def _runtime(backend: str, quantize: str | None, precision: str | None, threads: int | None) -> Any:
+    """The :class:`rankkit.runtime.Runtime` of the API's options: torch fp32 unless asked; on another backend
+    what is not given is ``auto``, as on the command line."""
+    from rankkit.runtime import Runtime
+
+    for name, value in (("backend", backend), ("quantize", quantize), ("precision", precision)):
         if value is not None and not isinstance(value, str):
             raise _kind_error(name, "a string", value)
     _count(threads, "threads", optional=True)
-    on_torch = backend == "torch"  # torch fp32 unless asked; elsewhere what is not given is chosen, as in the CLI
-    runtime = Runtime(backend, quantize or ("none" if on_torch else "auto"), threads,
-                      precision or ("fp32" if on_torch else "auto"))
-    return load_for_inference(model, checkpoint, runtime, device)
+    on_torch = backend == "torch"
+    return Runtime(backend, quantize or ("none" if on_torch else "auto"), threads,
+                   precision or ("fp32" if on_torch else "auto"))
 
 
 def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = None, passages: Passages | None = None,

@@ -124,3 +124,15 @@ def test_what_is_not_given_is_torch_fp32_on_torch_and_chosen_elsewhere(monkeypat
         rankkit.api._load("mono", None, backend, quantize, precision, None, "cpu")
     assert [(r.backend, r.quantize, r.precision) for r in asked] == [
         ("torch", "none", "fp32"), ("auto", "auto", "auto"), ("openvino", "auto", "fp32"), ("auto", "none", "auto")]
+
+
+def test_dense_search_encodes_queries_as_the_index_was_or_as_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rankkit.dense as dense
+
+    asked: list[Any] = []
+    monkeypatch.setattr(dense, "dense_search", lambda index, texts, **options: asked.append(options["runtime"]) or {})
+    rankkit.dense_search(tmp_path, {"q": "text"})
+    rankkit.dense_search(tmp_path, {"q": "text"}, backend="torch")
+    rankkit.dense_search(tmp_path, {"q": "text"}, backend="openvino", precision="fp32", threads=1)
+    assert [(r.backend, r.quantize, r.precision, r.threads) for r in asked] == [
+        ("auto", "auto", "auto", None), ("torch", "none", "fp32", None), ("openvino", "auto", "fp32", 1)]
