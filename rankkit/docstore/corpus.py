@@ -37,8 +37,8 @@ from rankkit.console import log, progress_bar
 from rankkit.docstore.base import DocStore, Missing, MissingDocumentsError, docid_hash
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import (
-    UTF8_BOM, decode_line, exclusive, is_gzip_file, iter_raw_lines, max_line, remove_tree, staging_dir,
-    temporary_path, user_cache_root,
+    UTF8_BOM, decode_line, exclusive, install_cache_folder, is_gzip_file, iter_raw_lines, max_line, staging_dir,
+    user_cache_root,
 )
 from rankkit.formats.corpus import Document, is_jsonl_corpus, parse_json_document, parse_tsv_document
 
@@ -216,19 +216,8 @@ def _build_into(corpus: Path, final: Path) -> None:
     """Build in a locked temporary sibling folder and rename it into place (no half-built table is ever used)."""
     with staging_dir(final) as tmp:
         build_table(corpus, tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a cache may be shared
-        if final.exists():
-            # Out of the way under a temporary name, so a kill during the removal leaves only
-            # something the next build recognises and removes.
-            old = temporary_path(final)
-            try:
-                os.replace(final, old)
-            finally:
-                remove_tree(old)
         try:
-            os.replace(tmp, final)
+            install_cache_folder(tmp, final)
         except OSError:
             if not _is_fresh(final, corpus):  # another process raced us and won with a fresh table: use it
                 raise

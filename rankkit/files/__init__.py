@@ -25,7 +25,7 @@ from rankkit.files.reading import (
     open_text, parse_json_object,
 )
 from rankkit.files.temporaries import (
-    TEMP_MARK, remove_stale_temporaries, remove_tree, scratch_path, staging_dir, temporary_path,
+    TEMP_MARK, install_cache_folder, remove_stale_temporaries, remove_tree, scratch_path, staging_dir, temporary_path,
 )
 from rankkit.files.writing import atomic_path, atomic_write
 
@@ -34,6 +34,6 @@ __all__ = [
     "check_output", "check_output_dir", "check_outputs", "decode_line", "exclusive", "file_sha256",
     "first_existing", "is_gzip", "is_gzip_file", "is_stream", "iter_lines", "iter_raw_lines", "max_line",
     "open_binary", "open_text", "parse_json_object", "PathLike", "remove_stale_temporaries", "remove_tree",
-    "reserve", "ResourceBusy", "scratch_path", "staging_dir", "temporary_path", "update_with_file",
+    "reserve", "ResourceBusy", "install_cache_folder", "scratch_path", "staging_dir", "temporary_path", "update_with_file",
     "user_cache_root", "write_failure", "writing_to",
 ]

@@ -199,6 +199,27 @@ def staging_dir(target: PathLike, *, shown: PathLike | None = None) -> Iterator[
             os.close(fd)
 
 
+def install_cache_folder(built: Path, final: Path) -> None:
+    """Rename a cache folder built in :func:`staging_dir` onto ``final``, replacing an older one.
+
+    The folder is first opened to the cache's other users (``mkdtemp`` makes it private); an old
+    ``final`` is moved out of the way under a temporary name before it is removed, so a kill during
+    the removal leaves only something the next build recognises and removes. The last rename raises
+    ``OSError`` when another process has put its own ``final`` there meanwhile: the caller decides
+    whether that one is fresh enough to use.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(built, 0o777 & ~umask)
+    if final.exists():
+        old = temporary_path(final)
+        try:
+            os.replace(final, old)
+        finally:
+            remove_tree(old)
+    os.replace(built, final)
+
+
 def publish_folder(built: Path, target: Path, *, last: str) -> None:
     """Move what was built in a staging folder onto ``target``.
 
@@ -217,6 +238,38 @@ def publish_folder(built: Path, target: Path, *, last: str) -> None:
 
 
 @contextlib.contextmanager
+def marked_temporary(target: Path, shown: PathLike, suffix: str = "") -> Iterator[tuple[int, Path]]:
+    """A new temporary file beside ``target`` with rankkit's mark, locked: ``(descriptor, path)``.
+
+    Its folder is made first and leftovers of killed earlier writes of ``target`` are removed. Signals
+    are held back from before the file exists until this generator's ``try``, so no interrupt can leave
+    it behind; an exception from the block removes it (on success the caller has renamed or removed it).
+    The lock lives on the descriptor's open file description, held until it closes on exit: a concurrent
+    run's clean-up sees the temporary as in use, never as a leftover. Failing to create it is one line
+    naming ``shown``.
+    """
+    make_parent(target.parent, shown)
+    remove_stale_temporaries(target)
+    blocked = block_signals()
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", suffix=suffix, dir=target.parent)
+    except OSError as err:
+        unblock_signals(blocked)
+        raise write_failure(err, shown) or RankkitError(
+            f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
+    path = Path(name)
+    try:
+        unblock_signals(blocked)  # a signal held back since mkstemp arrives here, inside the try
+        lock_fd(fd)
+        yield fd, path
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def scratch_path(target: PathLike, suffix: str = "", *, shown: PathLike | None = None) -> Iterator[Path]:
     """A temporary file beside ``target`` (rankkit's mark, locked, ``suffix`` kept) that is removed on any exit.
 
@@ -225,23 +278,7 @@ def scratch_path(target: PathLike, suffix: str = "", *, shown: PathLike | None =
     A machine failure while it is in use is one line naming ``shown`` (default: ``target``).
     """
     target = Path(target)
-    make_parent(target.parent, target)
-    remove_stale_temporaries(target)
-    blocked = block_signals()
-    try:
-        fd, name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", suffix=suffix, dir=target.parent)
-    except OSError as err:
-        unblock_signals(blocked)
-        raise write_failure(err, target) or RankkitError(
-            f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
-    path = Path(name)
-    try:
-        unblock_signals(blocked)
-        lock_fd(fd)
+    with marked_temporary(target, target, suffix) as (_, path):
         with writing_to(shown if shown is not None else target, target.parent, owned=[path]):
             yield path
-    finally:
-        try:
-            path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)
+        path.unlink(missing_ok=True)

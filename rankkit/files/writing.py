@@ -19,14 +19,13 @@ import io
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
 from rankkit.errors import RankkitError
 from rankkit.files.failures import write_failure, writing_to
 from rankkit.files.paths import PathLike, is_gzip, is_stream
-from rankkit.files.temporaries import block_signals, lock_fd, make_parent, remove_stale_temporaries, temp_prefix, unblock_signals
+from rankkit.files.temporaries import marked_temporary
 
 
 def _is_stdout(path: PathLike) -> bool:
@@ -82,30 +81,11 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         raise RankkitError(f"cannot write {shown}: is a directory")
     # A symlink stays a link: the file it points to is what gets replaced.
     target = Path(os.path.realpath(shown))
-    make_parent(target.parent, shown)
-    remove_stale_temporaries(target)
-    blocked = block_signals()
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", dir=target.parent)
-    except OSError as err:
-        unblock_signals(blocked)
-        raise write_failure(err, shown) or RankkitError(
-            f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
-    tmp = Path(tmp_name)
-    try:
-        unblock_signals(blocked)  # a signal held back since mkstemp arrives here, inside the try
-        # The lock lives on fd's open file description, held until after the rename: a concurrent
-        # run's clean-up sees this temporary as in use, never as a leftover.
-        lock_fd(fd)
+    with marked_temporary(target, shown) as (fd, tmp):
         binary = io.open(fd, "wb", closefd=False)
         with writing_to(shown, target.parent, owned=[tmp]), binary, _text_writer(binary, is_gzip(target)) as handle:
             yield handle
         _commit(tmp, target, shown)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
 
 
 def _commit(tmp: Path, target: Path, shown: PathLike) -> None:
@@ -143,32 +123,18 @@ def atomic_path(path: PathLike, *, suffix: str = "", companions: Sequence[str] =
     if shown.is_dir():
         raise RankkitError(f"cannot write {shown}: is a directory")
     target = Path(os.path.realpath(shown))
-    make_parent(target.parent, shown)
-    remove_stale_temporaries(target)
-    blocked = block_signals()
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", suffix=suffix, dir=target.parent)
-    except OSError as err:
-        unblock_signals(blocked)
-        raise write_failure(err, shown) or RankkitError(
-            f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
-    tmp = Path(tmp_name)
-    extras = [(tmp.with_suffix(extra), target.with_suffix(extra)) for extra in companions]
-    try:
-        unblock_signals(blocked)
-        lock_fd(fd)
-        with writing_to(shown, target.parent, owned=[tmp, *(made for made, _ in extras)]):
-            yield tmp
-        for made, final in extras:
-            if not made.is_file():
-                raise RankkitError(f"cannot write {shown}: the writer made no {made.suffix} file beside it")
-            with writing_to(shown, target.parent, owned=[made, final]):
-                os.replace(made, final)
-        _commit(tmp, target, shown)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        for made, _ in extras:
-            made.unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
+    with marked_temporary(target, shown, suffix) as (_, tmp):
+        extras = [(tmp.with_suffix(extra), target.with_suffix(extra)) for extra in companions]
+        try:
+            with writing_to(shown, target.parent, owned=[tmp, *(made for made, _ in extras)]):
+                yield tmp
+            for made, final in extras:
+                if not made.is_file():
+                    raise RankkitError(f"cannot write {shown}: the writer made no {made.suffix} file beside it")
+                with writing_to(shown, target.parent, owned=[made, final]):
+                    os.replace(made, final)
+            _commit(tmp, target, shown)
+        except BaseException:
+            for made, _ in extras:
+                made.unlink(missing_ok=True)
+            raise

@@ -42,7 +42,7 @@ from rankkit.console import log, progress_bar
 from rankkit.docstore.corpus import is_writable_dir
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import (
-    GZIP_MAGIC, decode_line, is_stream, iter_raw_lines, open_binary, remove_tree, staging_dir, temporary_path,
+    GZIP_MAGIC, decode_line, install_cache_folder, is_stream, iter_raw_lines, open_binary, remove_tree, staging_dir,
     user_cache_root,
 )
 from rankkit.formats.groups import TrainingGroup, file_shape, parse_line
@@ -204,17 +204,8 @@ def _build_into(path: Path, final: Path) -> dict[str, Any]:
     """Build in a locked temporary sibling folder, then rename it into place (never a half-built table)."""
     with staging_dir(final) as tmp:
         header = build_table(path, tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a cache may be shared
-        if final.exists():
-            old = temporary_path(final)
-            try:
-                os.replace(final, old)
-            finally:
-                remove_tree(old)
         try:
-            os.replace(tmp, final)
+            install_cache_folder(tmp, final)
         except OSError:
             raced = fresh_header(final, path)
             if raced is None:  # another process won the race with a fresh table: use it
