@@ -85,7 +85,6 @@ class RerankProgress:
     bar: Any
     task: Any
     queries: int | None
-    depth: int
     emitted: int = 0  # pairs of the queries written so far
 
     def __post_init__(self) -> None:
@@ -97,10 +96,8 @@ class RerankProgress:
         total = f"/{self.queries:,}" if self.queries is not None else ""
         self.bar.update(self.task, completed=pairs, detail=f"{queries:,}{total} q")
 
-    def within(self, chunk: Sequence[tuple[str, Sequence[tuple[str, float]]]]) -> Callable[[int, int], None]:
-        """A listener for the model's ``report_work(done, total)`` while it scores ``chunk``."""
-        size = sum(min(self.depth, len(ranking)) for _, ranking in chunk)
-
+    def within(self, size: int) -> Callable[[int, int], None]:
+        """A listener for the model's ``report_work(done, total)`` while it scores a chunk of ``size`` pairs."""
         def heard(done: int, total: int) -> None:
             if total > 0:
                 self.bar.update(self.task, completed=self.emitted + size * min(done, total) // total)
@@ -123,15 +120,6 @@ def _model_scores(model: RankingModel, queries: Sequence[str], candidates: Seque
                                  f"--batch-size (now {batch_size})") from None
 
 
-def _moves(bar: Any, task: Any, before: int, size: int) -> Callable[[int, int], None]:
-    """A listener that moves ``bar``'s ``task`` through a chunk of ``size`` pairs as the model's batches finish."""
-    def heard(finished: int, total: int) -> None:
-        if total > 0:
-            bar.update(task, completed=before + size * min(finished, total) // total)
-
-    return heard
-
-
 def score_lists(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]], *,
                 batch_size: int = 32, precision: str = "fp32", device: torch.device | str = "cpu",
                 chunk_pairs: int = 1024, show_progress: bool = True) -> list[torch.Tensor]:
@@ -150,15 +138,13 @@ def score_lists(model: RankingModel, queries: Sequence[str], candidates: Sequenc
         bounds.append((start, len(sizes)))
     scores: list[torch.Tensor] = []
     with progress_bar("pairs") if show_progress else nullcontext() as bar:
-        task = bar.add_task("re-ranking", total=sum(sizes)) if bar is not None else None
-        done = 0
+        progress = None if bar is None else RerankProgress(bar, bar.add_task("re-ranking", total=sum(sizes)),
+                                                           len(queries))
         for first, last in bounds:
-            size = sum(sizes[first:last])
             scores += _model_scores(model, queries[first:last], candidates[first:last], batch_size, precision, device,
-                                    None if bar is None else _moves(bar, task, done, size))
-            done += size
-            if bar is not None and task is not None:
-                bar.update(task, completed=done)
+                                    None if progress is None else progress.within(sum(sizes[first:last])))
+            if progress is not None:
+                progress.done(last, sum(sizes[:last]))
     return scores
 
 
@@ -239,14 +225,15 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
             # The totals cost one quick pass over the run; without them the bar shows 0/? and no ETA.
             # The bar counts (query, passage) pairs, what the model scores: queries vary in depth.
             queries, pairs = count_run_pairs(run, depth) or (None, None)
-            progress = RerankProgress(bar, bar.add_task("re-ranking", total=pairs, visible=dist.main), queries, depth)
+            progress = RerankProgress(bar, bar.add_task("re-ranking", total=pairs, visible=dist.main), queries)
             held: list[tuple[str, dict[str, float], int]] | None = None
             count = 0
             for k, chunk in enumerate(chunks()):
                 count = k + 1
                 if dist.mine(k):
                     # One process: the model's batches move the count inside a chunk too.
-                    held = score(chunk, progress.within(chunk) if dist.world_size == 1 else None)
+                    size = sum(min(depth, len(ranking)) for _, ranking in chunk)
+                    held = score(chunk, progress.within(size) if dist.world_size == 1 else None)
                 if count % dist.world_size == 0:  # a round: one chunk per rank, gathered in chunk order
                     yield from emit(dist.gather(held), progress)
                     held = None

@@ -46,6 +46,7 @@ def test_score_lists_equals_one_call_and_its_bar_counts_every_pair(monkeypatch: 
     candidates = [list(PASSAGES.values())[k:k + n] for k, n in enumerate([3, 5, 1, 4])]
     whole = model.rerank_scores(queries, candidates, 2)
     seen: list[tuple[float, float]] = []
+    details: list[str] = []
 
     class Bar:
         def __enter__(self) -> "Bar":
@@ -58,9 +59,11 @@ def test_score_lists_equals_one_call_and_its_bar_counts_every_pair(monkeypatch: 
             seen.append((0, total))
             return 7
 
-        def update(self, task: int, completed: float) -> None:
+        def update(self, task: int, completed: float, detail: str | None = None) -> None:
             assert task == 7
             seen.append((completed, seen[0][1]))
+            if detail is not None:
+                details.append(detail)
 
     monkeypatch.setattr(reranking, "progress_bar", lambda unit: Bar())
     chunked = score_lists(model, queries, candidates, batch_size=2, chunk_pairs=4)  # chunks of whole queries
@@ -69,6 +72,7 @@ def test_score_lists_equals_one_call_and_its_bar_counts_every_pair(monkeypatch: 
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
     counts = [done for done, _ in seen]
     assert seen[0] == (0, 13) and counts == sorted(counts) and counts[-1] == 13 and len(set(counts)) > 3
+    assert details[0] == "0/4 q" and details[-1] == "4/4 q"  # queries scored, as rankkit rerank shows them
 
 
 def test_rerank_shows_progress_unless_asked_not_to(capfd: pytest.CaptureFixture[str],
