@@ -3,6 +3,9 @@
 
 Features come from ``/proc/cpuinfo`` (Linux ``flags`` on x86, ``Features`` on ARM), else from
 ``sysctl`` on macOS, else from torch's own dispatch level (``torch.backends.cpu.get_cpu_capability``).
+``RANKKIT_CPU_FLAGS`` (space- or comma-separated Linux flag names) replaces them all: for containers that
+hide ``/proc/cpuinfo``, to see what ``auto`` picks on another CPU class, and for ``bench/cpu_mask.py``,
+which runs the numeric libraries with an older CPU's kernels.
 The classes, fastest first, and what sets them apart for text encoders:
 
 * ``amx``: AMX tiles (``amx_bf16``/``amx_int8``, Sapphire Rapids and later), with AVX-512 BF16 and VNNI;
@@ -19,11 +22,14 @@ The classes, fastest first, and what sets them apart for text encoders:
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import subprocess
 
 #: Classes in the order the checks run (first match wins).
 CPU_CLASSES = ("amx", "avx512-bf16", "avx512-vnni", "avx512", "avx2", "arm64", "baseline")
+#: Environment variable whose flags replace the CPU's own (see the module docstring).
+FLAGS_VARIABLE = "RANKKIT_CPU_FLAGS"
 #: The flags shown with every speed number and by ``rankkit doctor`` (those that decide the class).
 SHOWN_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8",
                "asimd", "asimddp", "i8mm", "bf16")
@@ -32,6 +38,9 @@ SHOWN_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (lower case, Linux names), as far as this platform tells."""
+    given = os.environ.get(FLAGS_VARIABLE)
+    if given is not None and given.strip():
+        return frozenset(given.replace(",", " ").lower().split())
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -95,9 +104,10 @@ def native_bf16(flags: frozenset[str] | None = None) -> bool:
 
 def describe_cpu(flags: frozenset[str] | None = None) -> str:
     """``avx512-bf16 (avx2 fma avx512f avx512_vnni avx512_bf16)`` style summary for logs and benchmark rows."""
+    given = " from " + FLAGS_VARIABLE if flags is None and os.environ.get(FLAGS_VARIABLE, "").strip() else ""
     flags = cpu_flags() if flags is None else flags
     shown = [f for f in SHOWN_FLAGS if f in flags]
-    return f"{cpu_class(flags)} ({' '.join(shown) or 'no SIMD flags read'})"
+    return f"{cpu_class(flags)} ({' '.join(shown) or 'no SIMD flags read'}{given})"
 
 
 def cpu_model() -> str:
@@ -112,4 +122,4 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-__all__ = ["CPU_CLASSES", "SHOWN_FLAGS", "cpu_class", "cpu_flags", "cpu_model", "describe_cpu", "native_bf16"]
+__all__ = ["CPU_CLASSES", "FLAGS_VARIABLE", "SHOWN_FLAGS", "cpu_class", "cpu_flags", "cpu_model", "describe_cpu", "native_bf16"]

@@ -55,6 +55,20 @@ def test_cpu_classes(flags: frozenset[str], expected: str, bf16: bool) -> None:
     assert cpu.describe_cpu(flags).startswith(expected)
 
 
+def test_flags_from_the_environment_replace_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu.FLAGS_VARIABLE, "avx2,FMA  f16c")
+    cpu.cpu_flags.cache_clear()
+    try:
+        assert cpu.cpu_flags() == {"avx2", "fma", "f16c"} and cpu.cpu_class() == "avx2"
+        assert cpu.describe_cpu() == "avx2 (avx2 fma from RANKKIT_CPU_FLAGS)"
+        monkeypatch.setenv(cpu.FLAGS_VARIABLE, " ")  # blank: the CPU's own flags
+        cpu.cpu_flags.cache_clear()
+        assert "from" not in cpu.describe_cpu() and cpu.cpu_flags() != {"avx2", "fma", "f16c"}
+    finally:
+        monkeypatch.delenv(cpu.FLAGS_VARIABLE)
+        cpu.cpu_flags.cache_clear()
+
+
 def test_every_table_row_runs_and_names_its_machine() -> None:
     for row in auto.TABLE:
         Runtime(row.backend, row.quantize, None, row.precision)  # a valid, runnable combination
