@@ -18,7 +18,8 @@ not a substitute for, a real AVX2 machine: a Zen 5 core runs 256-bit code with i
 caches). ``run`` also sets ``RANKKIT_CPU_FLAGS`` (rankkit's ``--backend auto`` then chooses for the
 emulated class) and glibc's ``hwcaps`` tunable (its string functions, the only code not patched).
 
-Needs gcc and objdump (binutils) and Linux x86-64; ``build`` takes a few minutes and ~1.3 GB of disk.
+Needs gcc and objdump (binutils) and Linux x86-64; ``build`` takes a few minutes and ~1.3 GB of disk. Under
+pytest add ``-p no:faulthandler`` (its handler takes SIGILL first).
 """
 
 from __future__ import annotations
