@@ -68,6 +68,7 @@ DL19 = ROOT / "examples" / "data" / "dl19"
 DL20 = ROOT / "examples" / "data" / "dl20"
 STEPS = ("mono", "rerank", "encode", "peers")
 BACKENDS = {"torch": ("torch", "none", "fp32"), "onnx": ("onnx", "none", "fp32"), "onnx-int8": ("onnx", "int8", "fp32"),
+            "onnx-int8-u8": ("onnx", "int8-u8", "fp32"),
             "openvino": ("openvino", "none", "fp32"), "openvino-bf16": ("openvino", "none", "bf16"),
             "openvino-int8": ("openvino", "int8", "fp32"), "openvino-int8-bf16": ("openvino", "int8", "bf16"),
             "auto": ("auto", "auto", "auto")}
@@ -150,7 +151,7 @@ def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int
     started = time.perf_counter()
     loaded = load_for_inference(name, checkpoint, Runtime(engine, quantize, threads, precision), "cpu", task=task)
     ran = loaded.runtime
-    label = f"rankkit {backend}" + (f" ({ran.backend}{' int8' if ran.quantize == 'int8' else ''} {ran.precision})"
+    label = f"rankkit {backend}" + (f" ({ran.backend}{'' if ran.quantize == 'none' else ' ' + ran.quantize} {ran.precision})"
                                     if backend == "auto" else "")
     return loaded.model, time.perf_counter() - started, label
 

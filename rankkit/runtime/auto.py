@@ -43,7 +43,9 @@ AVX512_BF16_RUN = ("AMD EPYC, flags avx2 fma avx512f avx512_vnni avx512_bf16 (no
                    "(family 26), 3 interleaved rounds, docs/RESULTS.md issue 26 (2026-11-27)")
 AVX2_RUN = ("AMD EPYC Zen 3, 2 threads, flags avx2 fma (no VNNI, no AVX-512, no native bf16); 12 DL19 queries x "
             "BM25 top-100, interleaved over 3 rounds (issue 26's text); quality: docs/RESULTS.md issue 16 "
-            "(Zen 3, DL19 top-20)")
+            "(Zen 3, DL19 top-20); and the AVX2 kernels of torch, ONNX Runtime and OpenVINO on a Zen 5 EPYC "
+            "(bench/cpu_mask.py: CPUID answered without AVX-512, VNNI and BF16; flags seen avx2 fma), 2 threads, "
+            "DL19 BM25 top-100, docs/RESULTS.md 4.10 (2026-11-27)")
 
 
 DEMO_RUN = ("AMD EPYC, 2 threads, flags avx2 fma avx512f avx512_vnni avx512_bf16; `make demo` (dense index of the "
@@ -116,22 +118,31 @@ TABLE: tuple[Row, ...] = tuple(
             ("onnx", "int8", "fp32", "2.26x re-ranking", "nDCG@10 -0.0032 and -0.0065 (two monos)"),
             _OV_FP32_AVX512)
     + _rows("avx512-vnni", "any", "rerank", AVX512_BF16_RUN + _NO_BF16, _OV_FP32_AVX512)
-    # AVX2: OpenVINO's static int8 is slower than torch there (0.97x bi, 0.82x mono, 0.81x encoding) and
-    # moved the bi-encoder +0.0086 nDCG@10; ONNX Runtime's dynamic int8 is the fastest measured.
+    # AVX2: OpenVINO's static int8 is slower than torch there (0.97x bi, 0.82x mono, 0.81x encoding on Zen 3;
+    # 1.06x / 1.09x / 1.08x on the AVX2 kernels of bench/cpu_mask.py) and moved the bi-encoder +0.0086 / +0.0101
+    # nDCG@10; ONNX Runtime's dynamic int8 is the fastest measured. Where int8's u8 x s8 products (vpmaddubsw,
+    # 16-bit sums) fail the check, int8-u8 (u8 x u8, no saturation) is next: the bench mono's score correlation
+    # on 254 DL20 texts is 0.9880 with int8, 0.9912 with int8-u8 (bench/probes/quality_gate.py).
     + _rows("avx2", "bi-encoder", "rerank", AVX2_RUN,
-            ("onnx", "int8", "fp32", "1.71x torch fp32 re-ranking", "nDCG@10 +0.0061 at depth 20 (Zen 3)"),
+            ("onnx", "int8", "fp32", "1.71x torch fp32 re-ranking (Zen 3), 1.72x on AVX2 kernels (Zen 5)",
+             "DL19 top-100 nDCG@10 +0.0005 on AVX2 kernels; +0.0061 at depth 20 (Zen 3)"),
+            ("onnx", "int8-u8", "fp32", "1.43x torch fp32 re-ranking on AVX2 kernels (Zen 5)",
+             "DL19 top-100 nDCG@10 +0.0043 on AVX2 kernels"),
             _OV_FP32_AVX2)
     + _rows("avx2", "bi-encoder", "encode", AVX2_RUN, _OV_FP32_AVX2)
     + _rows("avx2", "cross-encoder", "rerank", AVX2_RUN,
-            ("onnx", "int8", "fp32", "1.88x torch fp32 re-ranking",
-             "nDCG@10 +0.0016 at depth 20 (Zen 3); -0.0032 and -0.0065 for two monos with VNNI kernels"),
+            ("onnx", "int8", "fp32", "1.88x torch fp32 re-ranking (Zen 3), 1.80x on AVX2 kernels (Zen 5)",
+             "DL19 top-100 nDCG@10 +0.0016 on AVX2 kernels; +0.0016 at depth 20 (Zen 3)"),
+            ("onnx", "int8-u8", "fp32", "1.59x torch fp32 re-ranking on AVX2 kernels (Zen 5)",
+             "DL19 top-100 nDCG@10 +0.0029 on AVX2 kernels"),
             _OV_FP32_AVX2)
     + _rows("avx2", "any", "rerank", AVX2_RUN + " (measured on mono)", _OV_FP32_AVX2)
 )
 #: Classes without rows of their own use another class's rows (the measured order applies; speed-ups differ).
 BORROWED = {"amx": "avx512-bf16", "avx512": "avx2"}
 #: Where each class's numbers were measured, for log lines.
-MEASURED_ON = {"avx512-bf16": "an AVX512-BF16 EPYC", "avx512-vnni": "an AVX512-BF16 EPYC", "avx2": "a Zen 3 AVX2 EPYC"}
+MEASURED_ON = {"avx512-bf16": "an AVX512-BF16 EPYC", "avx512-vnni": "an AVX512-BF16 EPYC",
+               "avx2": "a Zen 3 AVX2 EPYC and on AVX2 kernels (bench/cpu_mask.py)"}
 
 #: Agreement with torch fp32 on real text a lossy row must reach on this CPU: pooled-vector cosine (mean,
 #: min) for encoders, Pearson correlation of the scores for score heads. int8 MiniLM measured 0.9943 mean,

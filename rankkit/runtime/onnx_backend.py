@@ -3,6 +3,13 @@
 ``--quantize int8`` is ``onnxruntime.quantization.quantize_dynamic`` of the fp32 export
 (per-channel QInt8 weights, dynamic uint8 activations), compared with the fp32 export on the probe
 batches and its cosine logged when it is built; both are cached (:mod:`rankkit.runtime.cache`).
+
+``--quantize int8-u8`` quantizes the weights to QUInt8 instead. ONNX Runtime multiplies uint8 activations by
+int8 weights with ``vpmaddubsw`` on CPUs without VNNI (AVX2), whose 16-bit pair sums saturate; uint8 x uint8
+products take another kernel, exact in 32 bits, about 10% slower. On the AVX2 kernels (``bench/cpu_mask.py``)
+it agreed best with fp32 of the variants tried (``bench/probes/quality_gate.py``: mono's score correlation
+on 254 DL20 texts 0.9912 against 0.9880 for int8; docs/RESULTS.md 4.10), which is why ``--backend auto``
+tries it on such CPUs when int8 fails its check.
 """
 
 from __future__ import annotations
@@ -33,16 +40,19 @@ from rankkit.runtime.registry import Availability, Backend, RuntimeSettings
 
 
 class OrtDynamicInt8:
-    """ONNX Runtime's dynamic int8 of the fp32 export (per-channel QInt8 weights)."""
+    """ONNX Runtime's dynamic int8 of the fp32 export (per-channel weights: QInt8, or QUInt8 for ``int8-u8``)."""
 
-    kind = "int8"
-    suffix = ".int8.onnx"
+    def __init__(self, kind: str = "int8") -> None:
+        if kind not in ("int8", "int8-u8"):
+            raise ValueError(f"unknown ONNX Runtime quantization {kind!r}")
+        self.kind = kind
+        self.suffix = f".{kind}.onnx"
 
     def problem(self, record: dict[str, Any]) -> str | None:
         return None
 
     def build(self, slot: EncoderSlot, fp32: Path, folder: Path, key: str) -> Path:
-        """Dynamic int8 (per-channel QInt8 weights) of the fp32 export; its cosine to fp32 is logged."""
+        """Dynamic int8 (per-channel weights) of the fp32 export; its cosine to fp32 is logged."""
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         started = time.perf_counter()
@@ -50,16 +60,17 @@ class OrtDynamicInt8:
         with temporary_file(folder, ".onnx") as tmp:
             try:
                 with quiet_warnings(), quiet_logging():
-                    quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
+                    weights = QuantType.QUInt8 if self.kind == "int8-u8" else QuantType.QInt8
+                    quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=weights)
             except Exception as err:
                 raise write_failure(err, folder, folder) or RankkitError(
-                    f"cannot quantize {fp32} to int8 ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+                    f"cannot quantize {fp32} to {self.kind} ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
                     "use --quantize none") from None
             diff, cosine = check_against(slot, tmp, lambda feeds: run_probe(fp32, slot, feeds))
-            record = ExportRecord(name, file_sha256(tmp), key, "int8", diff, float(cosine.min()), float(cosine.mean()),
+            record = ExportRecord(name, file_sha256(tmp), key, self.kind, diff, float(cosine.min()), float(cosine.mean()),
                                   time.perf_counter() - started)
             path = commit_export(tmp, folder, name, record, record_name)
-        log(f"quantized {slot.name} to int8 ({path}): pooled-vector cosine to fp32 min {record.cosine_min:.4f}, "
+        log(f"quantized {slot.name} to {self.kind} ({path}): pooled-vector cosine to fp32 min {record.cosine_min:.4f}, "
             f"mean {record.cosine_mean:.4f} on the probe batch")
         return path
 
@@ -67,7 +78,8 @@ class OrtDynamicInt8:
 class OnnxBackend(Backend):
     name = "onnx"
     engine = "ONNX Runtime"
-    quantizations: ClassVar[dict[str, str]] = {"none": "fp32", "int8": "ONNX Runtime's dynamic int8"}
+    quantizations: ClassVar[dict[str, str]] = {"none": "fp32", "int8": "ONNX Runtime's dynamic int8",
+                                               "int8-u8": "ONNX Runtime's dynamic int8, unsigned weights"}
     requires = ("onnxruntime", "onnx")
     install_hint = "pip install onnxruntime onnx (only --backend onnx needs it)"
 
@@ -87,11 +99,11 @@ class OnnxBackend(Backend):
             return Availability(False, f"{ort.__version__} (providers {providers}); onnx not installed",
                                 "pip install onnx (needed to export models)")
         return Availability(True, f"{ort.__version__}, onnx {onnx}; providers {providers}; "
-                                  "backends: torch, onnx (fp32, int8)")
+                                  "backends: torch, onnx (fp32, int8, int8-u8)")
 
     def encoder(self, slot: EncoderSlot, runtime: RuntimeSettings, checkpoint: str | os.PathLike[str] | None,
                 model: nn.Module) -> tuple[nn.Module, Path]:
-        path = prepare_export(slot, checkpoint, OrtDynamicInt8() if runtime.quantize == "int8" else None)
+        path = prepare_export(slot, checkpoint, OrtDynamicInt8(runtime.quantize) if runtime.quantize != "none" else None)
         session = new_session(path, runtime.threads)
         return OrtEncoder(session, slot, getattr(slot.module, "config", None), path.name), path
 

@@ -19,7 +19,8 @@ from rankkit.devices import DEVICES, PRECISIONS, pick_device
 from rankkit.errors import RankkitError
 from rankkit.runtime.registry import get_backend
 
-QUANTIZATIONS = ("none", "int8")
+#: ``int8-u8`` is ONNX Runtime's dynamic int8 with unsigned weights (:mod:`rankkit.runtime.onnx_backend`).
+QUANTIZATIONS = ("none", "int8", "int8-u8")
 #: The value of ``--backend``, ``--quantize`` and ``--precision`` that lets rankkit choose (:mod:`rankkit.runtime.auto`).
 AUTO = "auto"
 
@@ -80,7 +81,7 @@ class Runtime:
 
     def describe(self) -> str:
         """``onnx int8, 2 threads`` style summary for log lines."""
-        parts = [self.backend + (" int8" if self.quantize == "int8" else "")]
+        parts = [self.backend + (f" {self.quantize}" if self.quantize != "none" else "")]
         if self.precision != "fp32":
             parts.append(self.precision)
         if self.threads is not None:

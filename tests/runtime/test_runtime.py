@@ -254,6 +254,31 @@ def test_densetrans_round_trip(backbone: Path, variant: str) -> None:
     assert float(cosine.min()) > 0.9
 
 
+def test_int8_u8_quantizes_the_weights_unsigned(backbone: Path, cache: Path) -> None:
+    """--quantize int8-u8: its own cached export (QUInt8 weights, so u8 x u8 products), close to fp32, beside int8."""
+    import onnx
+
+    model = build_model(get_model_class("mono"), backbone).eval()
+    reference = model.rerank_scores(QUERIES, CANDIDATES, batch_size=5)
+    unsigned, signed = copy.deepcopy(model), copy.deepcopy(model)
+    (u8,) = use_runtime(unsigned, Runtime("onnx", "int8-u8"))
+    (s8,) = use_runtime(signed, Runtime("onnx", "int8"))
+    assert u8.name.endswith(".int8-u8.onnx") and s8.name.endswith(".int8.onnx") and u8.parent == s8.parent
+
+    def weight_types(path: Path) -> set[int]:
+        graph = onnx.load(str(path)).graph
+        return {t.data_type for t in graph.initializer if t.name.endswith("_quantized")}
+
+    assert weight_types(u8) == {onnx.TensorProto.UINT8} and onnx.TensorProto.INT8 in weight_types(s8)
+    record = json.loads(u8.with_name(u8.name.replace(".onnx", ".json")).read_text(encoding="utf-8"))
+    assert record["quantize"] == "int8-u8" and record["cosine_mean"] > 0.9
+    for ref, out in zip(reference, unsigned.rerank_scores(QUERIES, CANDIDATES, batch_size=5)):
+        assert out.shape == ref.shape and kendall(ref, out) > 0.5
+    assert Runtime("onnx", "int8-u8", 2).describe() == "onnx int8-u8, 2 threads"
+    with pytest.raises(RankkitError, match="int8-u8 needs --backend onnx"):
+        use_runtime(copy.deepcopy(model), Runtime("openvino", "int8-u8"))
+
+
 @pytest.mark.parametrize("settings, device, message", [
     ({"backend": "onnx", "precision": "bf16"}, None, "--precision bf16 runs on --backend torch or openvino"),
     ({"backend": "openvino", "precision": "fp16"}, None, "--backend openvino runs --precision fp32 or bf16"),
