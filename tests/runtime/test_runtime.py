@@ -273,7 +273,7 @@ def test_int8_u8_quantizes_the_weights_unsigned(backbone: Path, cache: Path) -> 
     record = json.loads(u8.with_name(u8.name.replace(".onnx", ".json")).read_text(encoding="utf-8"))
     assert record["quantize"] == "int8-u8" and record["cosine_mean"] > 0.9
     for ref, out in zip(reference, unsigned.rerank_scores(QUERIES, CANDIDATES, batch_size=5)):
-        assert out.shape == ref.shape and kendall(ref, out) > 0.5
+        assert out.shape == ref.shape and float((out - ref).abs().max()) < 1e-2  # scores ~5e-3 apart
     assert Runtime("onnx", "int8-u8", 2).describe() == "onnx int8-u8, 2 threads"
     with pytest.raises(RankkitError, match="int8-u8 needs --backend onnx"):
         use_runtime(copy.deepcopy(model), Runtime("openvino", "int8-u8"))

@@ -152,7 +152,7 @@ def test_auto_falls_back_to_unsigned_int8_on_avx2(backbone: Path, monkeypatch: p
     assert loaded.runtime == Runtime("onnx", "int8-u8", None, "fp32")
     assert [label.rsplit(".", 2)[-2] for label in checked] == ["int8", "int8-u8"]
     err = capsys.readouterr().err
-    assert "--backend auto: not onnx int8," in err and "--backend auto: onnx int8-u8" in err
+    assert "--backend auto: not onnx int8 (score correlation 0.5" in err and "--backend auto: onnx int8-u8" in err
 
 
 def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: pytest.MonkeyPatch, cache: Path,
