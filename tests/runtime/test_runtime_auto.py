@@ -12,7 +12,6 @@ from training_helpers import TOPICS, build_model, documents, tiny_backbone, writ
 
 from rankkit import cpu
 from rankkit.devices import resolve_precision
-from rankkit.errors import RankkitError
 from rankkit.formats import write_run
 from rankkit.models import get_model_class
 from rankkit.models.checkpoint import save_model
@@ -132,27 +131,6 @@ def test_auto_runs_the_first_row_that_passes_its_quality_check(backbone: Path, m
     assert isinstance(model.pairs.encoder, OrtEncoder)
     for ref, out in zip(reference, model.rerank_scores(QUERIES, CANDIDATES)):
         assert torch.allclose(out, ref, atol=1e-4, rtol=0)  # the fp32 row: the same scores
-
-
-def test_auto_falls_back_to_unsigned_int8_on_avx2(backbone: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """AVX2: where int8 (u8 x s8, vpmaddubsw) fails the check, int8-u8 is tried before the lossless row."""
-    on_cpu(monkeypatch, AVX2)
-    model = build_model(get_model_class("mono"), backbone).eval()
-    checked = []
-
-    def signed_fails(slot: Any, encoder: Any, tokenizer: Any) -> str:
-        checked.append(encoder.label)
-        if ".int8.onnx" in encoder.label:
-            raise RankkitError("score correlation 0.5 on 48 bundled DL20 texts (< 0.99)")
-        return "score correlation 0.999 on 48 bundled DL20 texts"
-
-    monkeypatch.setattr(auto, "quality_check", signed_fails)
-    loaded = load_for_inference_of(model, monkeypatch)
-    assert loaded.runtime == Runtime("onnx", "int8-u8", None, "fp32")
-    assert [label.rsplit(".", 2)[-2] for label in checked] == ["int8", "int8-u8"]
-    err = capsys.readouterr().err
-    assert "--backend auto: not onnx int8 (score correlation 0.5" in err and "--backend auto: onnx int8-u8" in err
 
 
 def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: pytest.MonkeyPatch, cache: Path,
