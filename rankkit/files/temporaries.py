@@ -1,8 +1,9 @@
 """Temporaries rankkit owns beside an output: named ``.NAME.rktmp-PID-RANDOM``, locked while in use.
 
 The next write of the same output removes any such leftover whose lock is free and whose process is
-gone (a SIGKILL cannot run clean-up code, so the next run does it). Signals are held back between
-creating a temporary and entering the ``try`` that removes it.
+gone (a SIGKILL cannot run clean-up code, so the next run does it). A temporary's name is recorded
+before it is created, inside the ``try`` that removes it (signals are also held back meanwhile, but a
+process with other threads, such as the JVM's, can still receive one there).
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import os
 import shutil
 import signal
 import stat
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rankkit.errors import RankkitError
 from rankkit.files.failures import write_failure, writing_to
@@ -180,23 +180,49 @@ def staging_dir(target: PathLike, *, shown: PathLike | None = None) -> Iterator[
     make_parent(target.parent, target)
     remove_stale_temporaries(target)
     blocked = block_signals()
+    made: list[Path] = []
+    fd: int | None = None
     try:
-        folder = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", dir=target.parent))
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError as err:
-        unblock_signals(blocked)
-        raise write_failure(err, target) or RankkitError(
-            f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
-    try:
-        unblock_signals(blocked)
+        # The name is recorded before the folder exists, and creating it is inside the ``try``: a signal
+        # that reaches Python through another thread (the JVM's, which the mask above does not cover)
+        # cannot leave it behind.
+        try:
+            folder = _new_name(target, lambda name: os.mkdir(name, 0o700), made)
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError as err:
+            raise write_failure(err, target) or RankkitError(
+                f"cannot write {target}: {err.strerror or err} in {target.parent}") from None
+        finally:
+            unblock_signals(blocked)  # a signal held back since then arrives inside this ``try``
         lock_fd(fd)
         with writing_to(shown if shown is not None else target, folder, owned=[folder]):
             yield folder
     finally:
         try:
-            remove_tree(folder)
+            for made_folder in made:
+                remove_tree(made_folder)
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+
+
+def _new_name(target: Path, create: Callable[[Path], object], made: list[Path], suffix: str = "",
+              attempts: int = 100) -> Path:
+    """Create a marked temporary beside ``target`` with ``create(name)`` under a fresh random name; its path.
+
+    The name goes into ``made`` *before* it is created, so the caller's clean-up (which removes what
+    ``made`` lists, present or not) covers an interrupt at any moment; a name another process holds
+    (``FileExistsError``) is taken back out, so the clean-up never removes what it did not create."""
+    for _ in range(attempts):
+        name = Path(f"{temporary_path(target)}{suffix}")
+        made.append(name)
+        try:
+            create(name)
+        except FileExistsError:
+            made.pop()
+            continue
+        return name
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 def install_cache_folder(built: Path, final: Path) -> None:
@@ -241,9 +267,10 @@ def publish_folder(built: Path, target: Path, *, last: str) -> None:
 def marked_temporary(target: Path, shown: PathLike, suffix: str = "") -> Iterator[tuple[int, Path]]:
     """A new temporary file beside ``target`` with rankkit's mark, locked: ``(descriptor, path)``.
 
-    Its folder is made first and leftovers of killed earlier writes of ``target`` are removed. Signals
-    are held back from before the file exists until this generator's ``try``, so no interrupt can leave
-    it behind; an exception from the block removes it (on success the caller has renamed or removed it).
+    Its folder is made first and leftovers of killed earlier writes of ``target`` are removed. The file
+    is created inside this generator's ``try`` under a name recorded first (and signals are held back
+    meanwhile), so no interrupt can leave it behind, even one Python receives through another thread;
+    an exception from the block removes it (on success the caller has renamed or removed it).
     The lock lives on the descriptor's open file description, held until it closes on exit: a concurrent
     run's clean-up sees the temporary as in use, never as a leftover. Failing to create it is one line
     naming ``shown``.
@@ -251,22 +278,31 @@ def marked_temporary(target: Path, shown: PathLike, suffix: str = "") -> Iterato
     make_parent(target.parent, shown)
     remove_stale_temporaries(target)
     blocked = block_signals()
+    created: list[Path] = []
+    fd: int | None = None
+
+    def create(name: Path) -> None:
+        nonlocal fd
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+
     try:
-        fd, name = tempfile.mkstemp(prefix=f"{temp_prefix(target)}{os.getpid()}-", suffix=suffix, dir=target.parent)
-    except OSError as err:
-        unblock_signals(blocked)
-        raise write_failure(err, shown) or RankkitError(
-            f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
-    path = Path(name)
-    try:
-        unblock_signals(blocked)  # a signal held back since mkstemp arrives here, inside the try
+        try:
+            _new_name(target, create, created, suffix)
+        except OSError as err:
+            raise write_failure(err, shown) or RankkitError(
+                f"cannot write {shown}: {err.strerror or err} in {target.parent}") from None
+        finally:
+            unblock_signals(blocked)  # a signal held back since then arrives inside this ``try``
+        assert fd is not None
         lock_fd(fd)
-        yield fd, path
+        yield fd, created[0]
     except BaseException:
-        path.unlink(missing_ok=True)
+        for path in created:
+            path.unlink(missing_ok=True)
         raise
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 @contextlib.contextmanager

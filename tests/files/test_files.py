@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +134,37 @@ def test_check_outputs_refuses_before_any_work(tmp_path: Path) -> None:
     link.symlink_to(run)
     with pytest.raises(RankkitError, match="is the input RUN"):
         check_outputs([("--output", link)], [("RUN", run)])
+
+
+@pytest.mark.parametrize("kind", ["staging_dir", "marked_temporary"])
+def test_an_interrupt_just_after_creation_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         kind: str) -> None:
+    """A signal raised in Python right after the temporary exists (as one that reaches the process through a
+    JVM thread can be, the signal mask notwithstanding) still has it removed: its name was recorded first."""
+    from rankkit.files import temporaries
+
+    real_mkdir, real_open = os.mkdir, os.open
+
+    def mkdir_then_interrupt(path: Any, mode: int = 0o777) -> None:
+        real_mkdir(path, mode)
+        raise KeyboardInterrupt
+
+    def open_then_interrupt(path: Any, flags: int, mode: int = 0o777) -> int:
+        fd = real_open(path, flags, mode)
+        if flags & os.O_CREAT:
+            os.close(fd)
+            raise KeyboardInterrupt
+        return fd
+
+    target = tmp_path / "out" / "index"
+    (tmp_path / "out").mkdir()
+    if kind == "staging_dir":
+        monkeypatch.setattr(temporaries.os, "mkdir", mkdir_then_interrupt)
+        with pytest.raises(KeyboardInterrupt), temporaries.staging_dir(target):
+            pass
+    else:
+        monkeypatch.setattr(temporaries.os, "open", open_then_interrupt)
+        with pytest.raises(KeyboardInterrupt), temporaries.marked_temporary(target, target):
+            pass
+    monkeypatch.undo()
+    assert os.listdir(tmp_path / "out") == []
