@@ -53,23 +53,13 @@ def main() -> int:
     from rankkit.cpu import cpu_model, describe_cpu
     from rankkit.runtime import Runtime, load_for_inference
     from rankkit.runtime.adapter import OrtEncoder
-    from rankkit.runtime.export import prepare_export
+    from rankkit.runtime.export import new_session, prepare_export
 
     torch.set_num_threads(args.threads)
     qids, queries, docids, passages = dl19_candidates(100, args.queries)
     parts = chunks([len(p) for p in passages])
     pairs = sum(len(p) for p in passages)
     tmp = Path(tempfile.mkdtemp(prefix="rankkit-ort-rerank-"))
-
-    def session(path: Path, **config: str) -> Any:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = args.threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        for key, value in config.items():
-            options.add_session_config_entry(key, value)
-        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
     def scorer(model: Any) -> Callable[[], list[list[float]]]:
         model.rerank_scores(queries[:1], [passages[0][:8]], batch_size=args.batch_size)  # warm-up
@@ -103,7 +93,7 @@ def main() -> int:
             model = load_for_inference(name, checkpoint, Runtime("onnx", "int8", args.threads, "fp32"), "cpu").model
             encoders = [m for m in model.modules() if isinstance(m, OrtEncoder)]
             assert len(encoders) == 1, encoders
-            encoders[0].session = session(path, **session_options)
+            encoders[0].session = new_session(path, args.threads, session_options)  # rankkit's session, + options
             systems[variant] = scorer(model)
         measured = interleaved_rounds(systems, args.rounds)
         reference = np.concatenate([np.asarray(s) for s in measured["torch fp32"]["value"]])

@@ -39,7 +39,7 @@ def main() -> int:
     from rankkit.runtime import Runtime, load_for_inference
     from rankkit.runtime import auto
     from rankkit.runtime.adapter import OrtEncoder
-    from rankkit.runtime.export import prepare_export
+    from rankkit.runtime.export import new_session, prepare_export
     from rankkit.runtime.openvino_backend import calibration_feeds, model_tokenizer
 
     torch.set_num_threads(args.threads)
@@ -63,12 +63,7 @@ def main() -> int:
         for variant, (quantize_options, session_options) in variants.items():
             path = tmp / f"{name}-{variant.split()[0]}.onnx"
             quantize_dynamic(str(fp32), str(path), **quantize_options)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads, options.log_severity_level = args.threads, 3
-            for key, value in session_options.items():
-                options.add_session_config_entry(key, value)
-            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-            encoder = OrtEncoder(session, slot, None, path.name)
+            encoder = OrtEncoder(new_session(path, args.threads, session_options), slot, None, path.name)
             measures = []
             for inputs in (auto.QUALITY_INPUTS, count):
                 auto.QUALITY_INPUTS = inputs

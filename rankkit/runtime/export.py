@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -192,8 +192,9 @@ def quiet_logging() -> Iterator[None]:
         root.setLevel(level)
 
 
-def new_session(path: Path, threads: int | None) -> Any:
-    """An ONNX Runtime CPU session over ``path`` (all graph optimisations; ``threads`` intra-op threads)."""
+def new_session(path: Path, threads: int | None, config: Mapping[str, str] | None = None) -> Any:
+    """An ONNX Runtime CPU session over ``path`` (all graph optimisations; ``threads`` intra-op threads);
+    ``config``: session config entries on top (the benchmark probes compare options on rankkit's own sessions)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -201,6 +202,8 @@ def new_session(path: Path, threads: int | None) -> Any:
     options.intra_op_num_threads = int(threads) if threads else torch.get_num_threads()
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: its warnings would break rankkit's one-line output
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
