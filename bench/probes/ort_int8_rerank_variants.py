@@ -14,7 +14,11 @@ scored by nDCG@10 and by the Pearson correlation of its scores with torch fp32's
 * ``qint8-pc-rr``: ``reduce_range`` (7-bit weights: ``vpmaddubsw``'s 16-bit sums cannot saturate);
 * ``qint8-pc-x64``: rankkit's graph with ``session.x64quantprecision`` (on CPUs without VNNI, ONNX Runtime
   multiplies u8 x u8 where a weight needs 8 bits);
-* ``quint8-pc``: QUInt8 weights (u8 x u8 throughout).
+* ``quint8-pc``: QUInt8 weights (u8 x u8 throughout);
+* ``qint8-pc-fp32xK`` (with ``--sensitivity``, mono only): rankkit's int8 with the K MatMuls that
+  ``int8_sensitivity.py`` found most sensitive on DL20 kept in fp32 (``nodes_to_exclude``).
+
+``--models`` and ``--variants`` pick a subset.
 
 On a VNNI CPU the saturation-related variants change nothing by construction; under ``bench/cpu_mask.py`` the
 libraries run their AVX2 kernels (the same integer arithmetic as an AVX2-only CPU).
@@ -42,6 +46,12 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=None, help="first N DL19 queries (default: all 43)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output", type=Path, default=None, help="also write the rows here as JSON")
+    parser.add_argument("--models", default="repbert,mono", help="which of repbert, mono to measure")
+    parser.add_argument("--sensitivity", type=Path, default=None,
+                        help="mono: also int8 with the first 1..--keep greedy fp32 MatMuls of this "
+                             "bench/probes/int8_sensitivity.py JSON (chosen on DL20)")
+    parser.add_argument("--keep", default="1,2", help="with --sensitivity: how many fp32 MatMuls, comma-separated")
+    parser.add_argument("--variants", default="qint8-pc,qint8-pc-rr,qint8-pc-x64,quint8-pc")
     args = parser.parse_args()
 
     import numpy as np
@@ -74,6 +84,8 @@ def main() -> int:
 
     rows: list[dict[str, Any]] = []
     for label, name, checkpoint in (("bi-encoder (repbert, zero-shot)", "repbert", None), ("mono", "mono", args.mono)):
+        if name not in args.models.split(","):
+            continue
         torch_model = load_for_inference(name, checkpoint, Runtime("torch", "none", args.threads, "fp32"), "cpu").model
         slots = torch_model.encoder_slots()
         if len(slots) != 1:
@@ -86,6 +98,12 @@ def main() -> int:
                              {"session.x64quantprecision": "1"}),
             "quint8-pc": ({"per_channel": True, "weight_type": QuantType.QUInt8}, {}),
         }
+        variants = {k: v for k, v in variants.items() if k in args.variants.split(",")}
+        if args.sensitivity and name == "mono":
+            greedy = json.loads(args.sensitivity.read_text(encoding="utf-8"))["greedy"]
+            for keep in (int(k) for k in args.keep.split(",")):
+                variants[f"qint8-pc-fp32x{keep}"] = ({"per_channel": True, "weight_type": QuantType.QInt8,
+                                                      "nodes_to_exclude": greedy[keep - 1]["kept"]}, {})
         systems = {"torch fp32": scorer(torch_model)}
         for variant, (quantize_options, session_options) in variants.items():
             path = tmp / f"{name}-{variant}.onnx"
