@@ -172,9 +172,10 @@ def interleaved_rounds(systems: dict[str, Callable[[], Any]], rounds: int) -> di
                    "rounds": [round(x, 3) for x in s["wall"]]} for name, s in samples.items()}
 
 
-def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path:
+def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path | None:
     """The mono checkpoint as a ``BertForSequenceClassification`` folder: itself when it has the Hugging Face
-    head (``--hf-head``, the default), else a copy with a near-identity pooler (module doc)."""
+    head (``--hf-head``, the default), else a copy with a near-identity pooler (module doc); None when mono is
+    not a cross-encoder with a linear head (``--encoder bi``, ``--hidden``): CrossEncoder has no such model."""
     import torch
     from transformers import BertForSequenceClassification
 
@@ -183,6 +184,8 @@ def crossencoder_folder(mono_checkpoint: Path, out: Path) -> Path:
     mono: Any = load_for_inference("mono", mono_checkpoint)
     if mono.hf_head:  # trained with --hf-head (the default): the checkpoint is a CrossEncoder folder already
         return mono_checkpoint
+    if mono.config.encoder != "cross" or not isinstance(mono.head, torch.nn.Linear):
+        return None
     if (out / "config.json").is_file():
         return out
     encoder = mono.pairs.encoder
@@ -270,6 +273,10 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
             from sentence_transformers import CrossEncoder
 
             folder = crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")
+            if folder is None:
+                print(f"    {args.mono}: not a cross-encoder with a linear head: no CrossEncoder row", flush=True)
+                uptimes[model_name] = [before, os.popen("uptime").read().strip()]
+                continue
             max_length = int(load_max_length(args.mono))
             ce = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device="cpu", backend="torch",
                               activation_fn=torch.nn.Identity())
@@ -344,9 +351,10 @@ def peers_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, A
     if not reference_path.is_file():
         raise SystemExit(f"inference.py: {reference_path} is missing: run the encode step first")
     reference = torch.from_numpy(np.load(reference_path))
-    job = {"threads": args.threads, "batch_size": args.batch_size, "tasks": ["bi", "mono", "encode"],
-           "bi_folder": str(default_backbone()),
-           "ce_folder": str(crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")),
+    ce_folder = crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")  # None: no CrossEncoder twin
+    job = {"threads": args.threads, "batch_size": args.batch_size,
+           "tasks": ["bi", "mono", "encode"] if ce_folder else ["bi", "encode"], "bi_folder": str(default_backbone()),
+           "ce_folder": str(ce_folder) if ce_folder else None,
            "ce_max_length": load_max_length(args.mono), "queries": queries, "passages": passages,
            "chunks": chunks([len(p) for p in passages]), "texts": texts,
            # The OpenVINO-int8 peer calibrates on DL20 (DL19 is never tuned on).
