@@ -269,14 +269,11 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
 
             scores, seconds = timed(st_score)
             record(model_name, "sentence-transformers torch", scores, seconds)
+        elif (folder := crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")) is None:
+            print(f"    {args.mono}: not a cross-encoder with a linear head: no CrossEncoder row", flush=True)
         else:
             from sentence_transformers import CrossEncoder
 
-            folder = crossencoder_folder(args.mono, args.output / "mono-as-crossencoder")
-            if folder is None:
-                print(f"    {args.mono}: not a cross-encoder with a linear head: no CrossEncoder row", flush=True)
-                uptimes[model_name] = [before, os.popen("uptime").read().strip()]
-                continue
             max_length = int(load_max_length(args.mono))
             ce = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device="cpu", backend="torch",
                               activation_fn=torch.nn.Identity())

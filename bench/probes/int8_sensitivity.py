@@ -59,38 +59,42 @@ def main() -> int:
     print(f"{cpu_model()}, {describe_cpu()}, onnxruntime {ort.__version__}, {args.threads} threads; "
           f"{args.model} {args.mono}: {len(matmuls)} weight MatMuls; {count} DL20 calibration inputs", flush=True)
 
-    def measure(excluded: list[str], inputs: int) -> float:
+    def measure(excluded: list[str], *inputs: int) -> list[float]:
+        """The check's measure of int8 with ``excluded`` kept in fp32 (quantized once), on each count of inputs."""
         path = tmp / "variant.onnx"
         quantize_dynamic(str(fp32), str(path), per_channel=True, weight_type=QuantType.QInt8,
                          nodes_to_exclude=list(excluded))
         encoder = OrtEncoder(new_session(path, args.threads), slot, None, path.name)
-        auto.QUALITY_INPUTS = inputs
-        try:
-            text = auto.quality_check(slot, encoder, tokenizer)
-        except RankkitError as err:
-            text = str(err)
-        finally:
-            auto.QUALITY_INPUTS = 48
-        # "score correlation 0.9878 on ..." or "pooled cosine to torch fp32 mean 0.9925, min ..."
-        words = text.replace(",", "").split()
-        return float(words[2] if words[0] == "score" else words[6])
+        gate_inputs, measures = auto.QUALITY_INPUTS, []
+        for number in inputs:
+            auto.QUALITY_INPUTS = number
+            try:
+                text = auto.quality_check(slot, encoder, tokenizer)
+            except RankkitError as err:
+                text = str(err)
+            finally:
+                auto.QUALITY_INPUTS = gate_inputs
+            # "score correlation 0.9878 on ..." or "pooled cosine to torch fp32 mean 0.9925, min ..."
+            words = text.replace(",", "").split()
+            measures.append(float(words[2] if words[0] == "score" else words[6]))
+        return measures
 
-    every = measure([], count)
+    every_gate, every = measure([], auto.QUALITY_INPUTS, count)
     print(f"all quantized: {every:.4f} on {count} inputs", flush=True)
     single: dict[str, float] = {}
     for number, name in enumerate(matmuls, 1):
-        single[name] = measure([name], count)
+        (single[name],) = measure([name], count)
         print(f"  [{number}/{len(matmuls)}] fp32 {name}: {single[name]:.4f} ({single[name] - every:+.4f})", flush=True)
     order = sorted(matmuls, key=lambda n: -single[n])
     greedy = []
-    print("| MatMuls kept in fp32 | gate (48 DL20 texts) | every calibration input |")
+    print(f"| MatMuls kept in fp32 | gate ({auto.QUALITY_INPUTS} DL20 texts) | every calibration input |")
     print("| --- | --- | --- |")
-    print(f"| none | {measure([], 48):.4f} | {every:.4f} |")
+    print(f"| none | {every_gate:.4f} | {every:.4f} |")
     for k in range(1, args.keep + 1):
         kept = order[:k]
-        row = {"kept": kept, "gate": measure(kept, 48), "all": measure(kept, count)}
-        greedy.append(row)
-        print(f"| {k}: {kept[-1]} | {row['gate']:.4f} | {row['all']:.4f} |", flush=True)
+        gate, every_input = measure(kept, auto.QUALITY_INPUTS, count)
+        greedy.append({"kept": kept, "gate": gate, "all": every_input})
+        print(f"| {k}: {kept[-1]} | {gate:.4f} | {every_input:.4f} |", flush=True)
     if args.output:
         args.output.write_text(json.dumps({"cpu": describe_cpu(), "all_quantized": every, "single": single,
                                            "greedy": greedy}, indent=1) + "\n", encoding="utf-8")
