@@ -141,11 +141,11 @@ def ndcg10(qids: Sequence[str], docids: Sequence[Sequence[str]], scores: Sequenc
 
 # -- systems -------------------------------------------------------------------------------------
 
-def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int,
+def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int, batch_size: int,
                   task: str = "rerank") -> tuple[Any, float, str]:
-    """A rankkit model on ``backend`` (on the CPU), the seconds loading it and its backend's set-up took, and
-    the system's label (``auto`` names what it chose)."""
-    from rankkit.runtime import Runtime, load_for_inference
+    """An inference session of a rankkit model on ``backend`` (on the CPU; ``batch_size`` rows a batch), the
+    seconds loading it and its backend's set-up took, and the system's label (``auto`` names what it chose)."""
+    from rankkit.runtime import InferenceSession, Runtime, load_for_inference
 
     engine, quantize, precision = BACKENDS[backend]
     started = time.perf_counter()
@@ -153,7 +153,7 @@ def rankkit_model(name: str, checkpoint: Path | None, backend: str, threads: int
     ran = loaded.runtime
     label = f"rankkit {backend}" + (f" ({ran.backend}{'' if ran.quantize == 'none' else ' ' + ran.quantize} {ran.precision})"
                                     if backend == "auto" else "")
-    return loaded.model, time.perf_counter() - started, label
+    return InferenceSession.of(loaded, batch_size=batch_size), time.perf_counter() - started, label
 
 
 def interleaved_rounds(systems: dict[str, Callable[[], Any]], rounds: int) -> dict[str, dict[str, Any]]:
@@ -235,13 +235,13 @@ def rerank_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
         name = "repbert" if model_name == "bi" else "mono"
         systems, setups = {}, {}
         for backend in args.systems:
-            model, export_s, label = rankkit_model(name, checkpoint, backend, args.threads)
-            model.rerank_scores(queries[:1], [passages[0][:8]], batch_size=args.batch_size)  # warm-up
+            session, export_s, label = rankkit_model(name, checkpoint, backend, args.threads, args.batch_size)
+            session.scores(queries[:1], [passages[0][:8]])  # warm-up
 
-            def score(model: Any = model) -> list[list[float]]:
+            def score(session: Any = session) -> list[list[float]]:
                 out: list[list[float]] = []
                 for a, b in parts:
-                    out += [s.tolist() for s in model.rerank_scores(queries[a:b], passages[a:b], batch_size=args.batch_size)]
+                    out += [s.tolist() for s in session.scores(queries[a:b], passages[a:b])]
                 return out
 
             systems[label], setups[label] = score, export_s
@@ -308,9 +308,9 @@ def encode_step(args: argparse.Namespace, section: dict[str, Any]) -> dict[str, 
     reference = None
     systems, setups = {}, {}
     for backend in args.systems:
-        model, export_s, label = rankkit_model("repbert", None, backend, args.threads, task="encode")
-        model.encode(texts[:8], is_query=False, batch_size=args.batch_size)
-        systems[label] = lambda model=model: model.encode(texts, is_query=False, batch_size=args.batch_size)
+        session, export_s, label = rankkit_model("repbert", None, backend, args.threads, args.batch_size, task="encode")
+        session.encode(texts[:8], is_query=False)
+        systems[label] = lambda session=session: session.encode(texts, is_query=False)
         setups[label] = export_s
     for label, measured in interleaved_rounds(systems, args.rounds).items():
         vectors, seconds = measured["value"], measured["seconds"]

@@ -218,15 +218,13 @@ def load_model(model: str, checkpoint: PathLike | None = None, *, backend: str =
     ``backend``, ``quantize``, ``precision`` and ``threads`` are ``rankkit rerank``'s options
     (:class:`rankkit.runtime.Runtime`): torch fp32 unless asked; ``backend="auto"`` chooses for this CPU as
     the command does (its int8/bf16 encoders are exported, checked and cached once), and on a backend other than
-    torch an unset ``quantize``/``precision`` is ``auto`` too, as on the command line. On torch only fp32 is
-    kept by a loaded model (bf16 there is autocast around each call): ask :func:`rerank` for it by name.
+    torch an unset ``quantize``/``precision`` is ``auto`` too, as on the command line. The model keeps its
+    inference session (:class:`rankkit.runtime.InferenceSession`: bf16 encoder weights on CUDA, autocast on the
+    CPU, the batching), so ``rank`` and :func:`rerank` score as ``rankkit rerank`` does.
     """
-    loaded = _load(model, checkpoint, backend, quantize, precision, threads, device)
-    if loaded.runtime.torch_precision != "fp32":
-        raise RankkitError(f"load_model: precision {loaded.runtime.torch_precision} on the torch backend is autocast "
-                           "around each call, which a loaded model does not keep; pass it to rankkit.rerank with the "
-                           "model's name, or use backend='openvino' (whose bf16 is compiled in)")
-    return loaded.model
+    from rankkit.runtime import InferenceSession
+
+    return InferenceSession.of(_load(model, checkpoint, backend, quantize, precision, threads, device)).model
 
 
 def _load(model: str, checkpoint: PathLike | None, backend: str, quantize: str | None, precision: str | None,
@@ -257,7 +255,7 @@ def _runtime(backend: str, quantize: str | None, precision: str | None, threads:
 
 
 def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = None, passages: Passages | None = None,
-           *, checkpoint: PathLike | None = None, depth: int = 100, batch_size: int = 32, device: str = "cpu",
+           *, checkpoint: PathLike | None = None, depth: int = 100, batch_size: int | None = None, device: str = "cpu",
            backend: str = "torch", quantize: str | None = None, precision: str | None = None,
            threads: int | None = None, show_progress: bool = True) -> Any:
     """Re-score each query's top ``depth`` candidates of ``run`` with ``model``; the rest follow in their order.
@@ -271,17 +269,16 @@ def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = No
 
     ``backend``, ``quantize``, ``precision`` and ``threads`` (a model given by name; :func:`load_model` for a
     loaded one) are ``rankkit rerank``'s: torch fp32 unless asked, ``backend="auto"`` as the command chooses.
-    Queries are scored as the command scores them (about 1,024 pairs at a time) under a progress bar of
-    pairs (``show_progress``).
+    Queries are scored as the command scores them (in chunks of whole queries, in the model's inference session:
+    ``batch_size`` pairs a forward pass at most, by default 32 on the CPU and a token budget on CUDA) under a
+    progress bar of pairs (``show_progress``).
     """
-    import torch
-
-    from rankkit.devices import pick_device
     from rankkit.models.base import RankingModel
     from rankkit.reranking import merge_tail, score_lists
+    from rankkit.runtime import InferenceSession
 
     _count(depth, "depth")
-    _count(batch_size, "batch_size")
+    _count(batch_size, "batch_size", optional=True)
     if not isinstance(model, (str, RankingModel)):
         raise _kind_error("model", "a model name or a model from rankkit.load_model", model)
     scores_in, frame = _run(run)
@@ -304,25 +301,36 @@ def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = No
     else:
         passage_text = _passages(passages, wanted)
     if isinstance(model, str):
-        loaded = _load(model, checkpoint, backend, quantize, precision, threads, device)
-        ranker, on, autocast_to = loaded.model, loaded.device, loaded.runtime.torch_precision
+        session = InferenceSession.of(_load(model, checkpoint, backend, quantize, precision, threads, device),
+                                      batch_size=batch_size)
     else:
         if (backend, quantize, precision, threads) != ("torch", None, None, None):
             raise RankkitError("rerank: backend, quantize, precision and threads apply to a model given by name; "
                                "pass them to rankkit.load_model for a loaded one")
-        ranker, on, autocast_to = model, pick_device(device), "fp32"
-        ranker.to(on)
-    ranker.eval()
+        session = _session_of(model, device, batch_size)
     qids = [qid for qid in scores_in if heads[qid]]
-    with torch.inference_mode():
-        scores = score_lists(ranker, [texts[qid] for qid in qids], [[passage_text[d] for d in heads[qid]] for qid in qids],
-                             batch_size=batch_size, precision=autocast_to, device=on, show_progress=show_progress)
+    scores = score_lists(session, [texts[qid] for qid in qids], [[passage_text[d] for d in heads[qid]] for qid in qids],
+                         show_progress=show_progress)
     out: Run = {}
     scored = dict(zip(qids, scores))
     for qid in scores_in:
         top = {docid: float(v) for docid, v in zip(heads[qid], scored[qid].tolist())} if qid in scored else {}
         out[qid] = merge_tail(top, rankings[qid][depth:])
     return _run_out(out, frame, texts)
+
+
+def _session_of(model: RankingModel, device: str, batch_size: int | None) -> Any:
+    """The session of a model from :func:`load_model` (its own, on its device), or one for a model built in Python
+    (torch as it is, on ``device``)."""
+    from rankkit.devices import pick_device
+    from rankkit.runtime import InferenceSession
+
+    owner = getattr(model.inference_context, "__self__", None)
+    if isinstance(owner, InferenceSession) and owner.model is model:
+        if batch_size is not None:
+            owner.batching = owner.batching.with_rows(batch_size)
+        return owner
+    return InferenceSession.for_model(model, batch_size=batch_size, device=pick_device(device))
 
 
 def _passages(passages: object, wanted: Sequence[str]) -> dict[str, str]:

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -362,7 +362,8 @@ def main() -> int:
     # -- start-up costs (child processes) ----------------------------------------------------------------
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *extra])}
     for label, code in (("import torch", "import torch"),
-                        ("import torch+transformers model classes", "import torch, transformers; from transformers import AutoModel"),
+                        ("import torch+transformers model classes",
+                         "import torch, transformers; from transformers import AutoModel"),
                         ("rankkit rerank --help", None)):
         command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "rankkit", "rerank", "--help"]
         t = time.perf_counter()

@@ -52,16 +52,16 @@ def explain_command(
     from rankkit.files import check_outputs
 
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
-    from rankkit.runtime import load_for_inference
+    from rankkit.runtime import InferenceSession, load_for_inference
 
-    loaded = load_for_inference(model, checkpoint, runtime_of(backend, quantize, threads, precision), device)
+    session = InferenceSession.of(load_for_inference(model, checkpoint, runtime_of(backend, quantize, threads, precision),
+                                                     device))
     from rankkit.formats.sources import load_topics, resolve_corpus
 
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index) as store:
-        expl = explain_query(loaded.model, run, queries, store, qid, depth=depth,
-                             precision=loaded.runtime.torch_precision)
+        expl = explain_query(session, run, queries, store, qid, depth=depth)
     plot_explanation(expl, output)
     table = Table(title=f"query {expl.qid}: {expl.query}", show_lines=False)
     for name in ("rank", "was", "docid", "vote", "beta", "omega", "passage"):

@@ -15,7 +15,14 @@ import typer
 from rankkit.cli.app import app, int_range
 from rankkit.cli.model_options import dense_index_options, model_options_of, rerank_settings
 from rankkit.cli.registry import OptionRegistry
-from rankkit.cli.runtime_options import backend_option, device_for, precision_option, quantize_option, runtime_of
+from rankkit.cli.runtime_options import (
+    backend_option,
+    device_for,
+    max_tokens_option,
+    precision_option,
+    quantize_option,
+    runtime_of,
+)
 from rankkit.console import log
 from rankkit.errors import RankkitError
 from rankkit.files import check_output_dir
@@ -58,7 +65,8 @@ def _build_bm25(request: IndexRequest) -> None:
 
 
 DENSE_OPTIONS = ("model", "checkpoint", "faiss", "nlist", "pq_m", "pq_bits", "batch_size", "chunk_size", "shard",
-                 "device", "max_query_length", "max_doc_length", "settings", "backend", "quantize", "precision")
+                 "device", "max_query_length", "max_doc_length", "settings", "backend", "quantize", "precision",
+                 "max_tokens")
 DENSE_MODEL_PANEL = "Dense: model settings (recorded in the index; its searches use them)"
 
 
@@ -92,7 +100,8 @@ def _build_dense(request: IndexRequest) -> None:
         nlist=options.get("nlist", 2000),
         pq_m=options.get("pq_m", 16),
         pq_bits=options.get("pq_bits", 8),
-        batch_size=options.get("batch_size", 64),
+        batch_size=options.get("batch_size"),
+        max_tokens=options.get("max_tokens"),
         shard=options.get("shard"),
         chunk_size=options.get("chunk_size", DEFAULT_CHUNK_SIZE),
         device=options.get("device", "auto"),
@@ -171,7 +180,7 @@ def index_command(
         None, "--pq-bits", help="dense --faiss ivfpq: bits per sub-vector (default: 8).", callback=int_range(1, 16), rich_help_panel="Dense"
     ),
     batch_size: Optional[int] = typer.Option(
-        None, "--batch-size", help="dense: passages per forward pass (default: 64).", callback=int_range(1), rich_help_panel="Dense"
+        None, "--batch-size", help="dense: passages per forward pass at most (default: 64 on the CPU; on CUDA as many as --max-tokens allows).", callback=int_range(1), rich_help_panel="Dense"
     ),
     chunk_size: Optional[int] = typer.Option(
         None,
@@ -203,6 +212,7 @@ def index_command(
     backend: Optional[str] = backend_option(None),
     quantize: Optional[str] = quantize_option(None),
     precision: Optional[str] = precision_option(None),
+    max_tokens: Optional[int] = max_tokens_option(),
     more: Optional[list[str]] = typer.Argument(None, metavar="[SHARD]...", show_default=False,
                                                help="More shard folders after --merge."),
     **model_options: Any,
@@ -217,7 +227,7 @@ def index_command(
     dense: dict[str, Any] = {"model": model, "checkpoint": checkpoint, "faiss": faiss, "nlist": nlist, "pq_m": pq_m,
                              "pq_bits": pq_bits, "batch_size": batch_size, "chunk_size": chunk_size, "shard": shard,
                              "device": device, "max_query_length": max_query_length, "max_doc_length": max_doc_length,
-                             "backend": backend, "quantize": quantize, "precision": precision}
+                             "backend": backend, "quantize": quantize, "precision": precision, "max_tokens": max_tokens}
     given = {name: value for name, value in model_options.items() if value is not None}
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)

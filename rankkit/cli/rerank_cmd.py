@@ -12,6 +12,7 @@ from rankkit.cli.model_options import RERANK_PANEL, model_options_of, rerank_opt
 from rankkit.cli.runtime_options import (
     backend_option,
     device_for,
+    max_tokens_option,
     precision_option,
     quantize_option,
     runtime_of,
@@ -38,8 +39,9 @@ def rerank_command(
     ),
     depth: int = typer.Option(100, "--depth", help="Re-rank each query's top DEPTH; the rest follow unchanged.",
                               callback=int_range(1, MAX_COUNT)),
-    batch_size: int = typer.Option(32, "--batch-size", help="Pairs per encoder forward pass.",
-                                   callback=int_range(1, MAX_COUNT)),
+    batch_size: Optional[int] = typer.Option(
+        None, "--batch-size", help="Pairs per encoder forward pass at most [default: 32 on the CPU; on CUDA as many "
+                                   "as --max-tokens allows].", callback=int_range(1, MAX_COUNT)),
     max_length: Optional[int] = typer.Option(
         None, "--max-length", help="Tokens per input: the whole pair (cross-encoders) or the passage (bi-encoders).",
         callback=int_range(1, MAX_TOKENS),
@@ -51,6 +53,7 @@ def rerank_command(
     quantize: str = quantize_option(),
     threads: Optional[int] = threads_option(),
     precision: str = precision_option(),
+    max_tokens: Optional[int] = max_tokens_option(),
     **model_options: Any,
 ) -> None:
     """Re-rank each query's top --depth candidates by query and passage text; the rest keep their order below.
@@ -77,16 +80,16 @@ def rerank_command(
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     from rankkit.models.checkpoint import model_class
-    from rankkit.runtime import load_for_inference
+    from rankkit.runtime import InferenceSession, load_for_inference
 
     overrides = rerank_settings(model_class(model, checkpoint), model_options)
     runtime = runtime_of(backend, quantize, threads, precision)
     # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
     dist = init_distributed(device_for(device, runtime))
-    loaded = load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides)
+    session = InferenceSession.of(load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides),
+                                  batch_size=batch_size, max_tokens=max_tokens)
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
-        rerank_run(loaded.model, run, queries, store, output, depth=depth, batch_size=batch_size, max_length=max_length,
-                   device=loaded.device, tag=runtag, precision=loaded.runtime.torch_precision, dist=dist)
+        rerank_run(session, run, queries, store, output, depth=depth, max_length=max_length, tag=runtag, dist=dist)
     dist.close()

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from rankkit.cli.app import int_range
+from rankkit.cli.app import MAX_COUNT, int_range
 
 PANEL = "Inference backend"
 
@@ -35,9 +35,18 @@ def quantize_option(default: Optional[str] = "auto") -> Any:
 
 def precision_option(default: Optional[str] = "auto") -> Any:
     return typer.Option(default, "--precision", rich_help_panel=PANEL,
-                        help="auto (bf16 where the CPU multiplies bf16 in hardware and the backend runs it, else "
-                             "fp32), fp32, or bf16 (torch: autocast; openvino: bf16 inference on CPUs with native "
-                             "bf16); fp16: torch on CUDA only.")
+                        help="auto (CPU: bf16 where the CPU multiplies bf16 in hardware and the backend runs it, else "
+                             "fp32; CUDA: bf16 encoder weights where the model keeps fp32's scores on real text, else "
+                             "tf32, else fp32; the log says which and why), fp32, bf16 (torch: autocast on the CPU, "
+                             "bf16 encoder weights on CUDA; openvino: bf16 inference on CPUs with native bf16); "
+                             "fp16 and tf32 (fp32 weights, TF32 matmuls): torch on CUDA only.")
+
+
+def max_tokens_option() -> Any:
+    return typer.Option(None, "--max-tokens", rich_help_panel=PANEL, callback=int_range(1, MAX_COUNT),
+                        help="Padded tokens per forward pass at most (rows x padded length): short inputs travel in "
+                             "large batches, long ones in small ones [default: 32,768 on CUDA, where lengths are also "
+                             "rounded up to multiples of 8 and the next chunk is prepared on a thread; none on the CPU].")
 
 
 def threads_option() -> Any:

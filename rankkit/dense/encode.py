@@ -30,14 +30,14 @@ import numpy as np
 import torch
 
 from rankkit.console import progress_bar
-from rankkit.devices import autocast
 from rankkit.distributed import SINGLE, Dist
-from rankkit.errors import EnvironmentFailure, InputError, RankkitError, is_out_of_memory
+from rankkit.errors import InputError, RankkitError
 from rankkit.files import atomic_path
 from rankkit.files.limits import read_json
 from rankkit.formats import atomic_write, iter_corpus
 from rankkit.formats.corpus import count_documents
 from rankkit.models.base import BiEncoder
+from rankkit.runtime.session import InferenceSession
 
 EMBEDDINGS = "embeddings"
 MANIFEST = "manifest.json"
@@ -100,17 +100,24 @@ def _chunks(corpus: Path, chunk_size: int) -> Iterator[tuple[int, list[str], lis
         yield chunk, docids, texts
 
 
-def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str | os.PathLike[str], *,
-                  manifest: dict[str, Any], batch_size: int = 64, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                  shard: tuple[int, int] = (0, 1), precision: str = "fp32", dist: Dist = SINGLE) -> EncodedChunks:
+def encode_corpus(encoder: BiEncoder | InferenceSession, corpus: str | os.PathLike[str], folder: str | os.PathLike[str],
+                  *, manifest: dict[str, Any], batch_size: int | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                  shard: tuple[int, int] = (0, 1), dist: Dist = SINGLE) -> EncodedChunks:
     """Encode ``corpus`` (or its shard) into ``folder/embeddings``; finished chunks are skipped.
 
-    ``manifest`` describes the encoder (model, checkpoint, hyper-parameters, backend); an existing
-    embeddings folder made with a different manifest or chunk size is an error rather than a mix.
-    ``precision`` ``bf16`` encodes under autocast (vectors are stored as float32 either way).
+    ``encoder`` is an inference session (``rankkit index`` builds one: device, numerics, batching; the next
+    chunk is tokenised on a thread where it prefetches) or a bi-encoder run as it is (``batch_size`` texts a
+    batch, 64 by default). ``manifest`` describes the encoder (model, checkpoint, hyper-parameters, backend); an
+    existing embeddings folder made with a different manifest or chunk size is an error rather than a mix.
+    Vectors are stored as float32 whatever the precision.
     """
-    if batch_size < 1 or chunk_size < 1:
+    if (batch_size is not None and batch_size < 1) or chunk_size < 1:
         raise RankkitError("batch size and chunk size must be at least 1")
+    session = encoder if isinstance(encoder, InferenceSession) else \
+        InferenceSession.for_model(encoder, batch_size=batch_size or 64)
+    if batch_size is not None:
+        session.batching = session.batching.with_rows(batch_size)
+    model = session.bi_encoder()
     corpus = Path(corpus)
     out = Path(folder) / EMBEDDINGS
     out.mkdir(parents=True, exist_ok=True)
@@ -142,24 +149,20 @@ def encode_corpus(model: BiEncoder, corpus: str | os.PathLike[str], folder: str 
 
     with progress_bar("doc") as bar:
         task = bar.add_task("encoding", total=here_docs, completed=here_docs - todo_docs)
-        seen = 0
-        for chunk, docids, texts in _chunks(corpus, chunk_size):
-            seen += len(docids)
-            if chunk not in here or (out / f"{chunk_name(chunk)}.npy").is_file():
-                continue
-            # The bar moves per batch: a chunk (8,192 documents by default) takes minutes on a CPU.
-            try:
-                with autocast(precision, model.device):
-                    vectors = model.encode(texts or [], is_query=False, batch_size=batch_size,
-                                           on_batch=lambda n: bar.update(task, advance=n))
-            except (MemoryError, RuntimeError) as err:
-                if not is_out_of_memory(err):
-                    raise
-                raise EnvironmentFailure(f"out of memory encoding {batch_size} passages at a time on {model.device}; "
-                                         f"lower --batch-size (now {batch_size})") from None
+        seen = [0]
+
+        def todo() -> Iterator[tuple[tuple[int, list[str]], list[str]]]:
+            for chunk, docids, texts in _chunks(corpus, chunk_size):
+                seen[0] += len(docids)
+                if chunk in here and not (out / f"{chunk_name(chunk)}.npy").is_file():
+                    yield (chunk, docids), texts or []
+
+        # The bar moves per batch: a chunk (8,192 documents by default) takes minutes on a CPU.
+        for (chunk, docids), vectors in session.stream_encode(todo(), is_query=False,
+                                                              on_batch=lambda n: bar.update(task, advance=n)):
             _write_chunk(out, chunk, docids, vectors)
-        if seen != total_docs:
-            raise InputError(corpus, None, f"changed while encoding ({seen} documents, expected {total_docs})")
+        if seen[0] != total_docs:
+            raise InputError(corpus, None, f"changed while encoding ({seen[0]} documents, expected {total_docs})")
     summary = EncodedChunks(Path(folder), model.dim, my_docs, total_chunks, total_docs, mine)
     dist.barrier()  # every rank's chunks are written
     if dist.main:

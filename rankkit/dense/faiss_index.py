@@ -38,7 +38,7 @@ from rankkit.files.temporaries import publish_folder
 from rankkit.formats import atomic_write
 from rankkit.indexes import MANIFEST_NAME, new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
-from rankkit.runtime import LoadedModel, Runtime, load_for_inference
+from rankkit.runtime import InferenceSession, LoadedModel, Runtime, load_for_inference
 
 DENSE_KINDS = ("dense", "dense-shard")
 INDEX_FILE = "index.faiss"
@@ -165,8 +165,9 @@ def _manifest(model_name: str, checkpoint: str | os.PathLike[str] | None, model:
 
 def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None, corpus: str | os.PathLike[str],
                       index_dir: str | os.PathLike[str], faiss_kind: str = "flat", nlist: int = 2000,
-                      pq_m: int = 16, pq_bits: int = 8, batch_size: int = 64,
+                      pq_m: int = 16, pq_bits: int = 8, batch_size: int | None = None,
                       shard: str | tuple[int, int] | None = None, *, chunk_size: int = enc.DEFAULT_CHUNK_SIZE,
+                      max_tokens: int | None = None,
                       device: str = "auto", max_query_length: int | None = None,
                       max_doc_length: int | None = None,
                       settings: Mapping[str, Any] | None = None, runtime: Runtime | None = None,
@@ -181,7 +182,8 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     ``settings`` sets the model's inference-time settings (repbert's ``pooling``, ``query_prefix``,
     ``doc_prefix``: e.g. E5's prefixes on a zero-shot backbone), recorded in ``model_hparams`` too.
     ``runtime`` picks the encoder's backend (:mod:`rankkit.runtime`); it is recorded, and a
-    resumed encoding must use the same one. Under torchrun pass ``dist``
+    resumed encoding must use the same one. ``batch_size`` (texts a forward pass; 64 on the CPU, as many as
+    ``max_tokens`` allows on CUDA) and ``max_tokens`` set the inference session's batches. Under torchrun pass ``dist``
     (:func:`rankkit.distributed.init_distributed`): the processes split the chunks, rank 0 builds
     the faiss index and writes the manifest, and the folder is byte-identical to a one-process
     build (tested). Returns the rankkit-index.json content.
@@ -197,6 +199,9 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     loaded = load_bi_encoder(model_name, checkpoint, dist.device if dist.active else device, runtime)
     model, runtime = loaded.model, loaded.runtime
     assert isinstance(model, BiEncoder)
+    # 64 texts a batch on the CPU (the encoding default since the first release); a token budget on CUDA.
+    session = InferenceSession.of(loaded, batch_size=batch_size or (None if loaded.device.type == "cuda" else 64),
+                                  max_tokens=max_tokens)
     set_max_lengths(model, max_query_length, max_doc_length)
     for name, value in (settings or {}).items():
         model.override(name, value)
@@ -207,12 +212,13 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
     if numerics != {"backend": "torch", "quantize": "none", "precision": "fp32"}:
         # What computed the vectors; left out for the default so that earlier encodings still resume.
         manifest["runtime"] = numerics
-    done = enc.encode_corpus(model, corpus, folder, manifest=manifest, batch_size=batch_size,
-                             chunk_size=chunk_size, shard=(index, count), precision=runtime.torch_precision, dist=dist)
+    done = enc.encode_corpus(session, corpus, folder, manifest=manifest, chunk_size=chunk_size, shard=(index, count),
+                             dist=dist)
+    log(f"encoded with {session.describe()}: {session.summary()}")
     requested = {"kind": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits}
     meta = new_manifest(
         "dense" if count == 1 else "dense-shard", Path(corpus),
-        {"faiss": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "batch_size": batch_size,
+        {"faiss": faiss_kind, "nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "batch_size": session.batching.rows,
          "chunk_size": chunk_size, "shard": [index, count]},
         model=model_name, checkpoint=manifest["checkpoint"],
         **({"checkpoint_source": manifest["checkpoint_source"]} if "checkpoint_source" in manifest else {}),

@@ -16,11 +16,10 @@ import numpy as np
 
 from rankkit.console import log, progress_bar
 from rankkit.dense.faiss_index import apply_recorded_settings, load_bi_encoder, load_dense_index, set_max_lengths
-from rankkit.devices import autocast
 from rankkit.errors import RankkitError
 from rankkit.formats import Run, read_topics
 from rankkit.models.base import BiEncoder
-from rankkit.runtime import Runtime
+from rankkit.runtime import InferenceSession, Runtime
 
 
 def dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
@@ -99,20 +98,19 @@ def iter_dense_search(index_dir: str | os.PathLike[str], topics: str | os.PathLi
     if ivf is not None:
         ivf.nprobe = int(nprobe if nprobe is not None else meta.get("faiss", {}).get("nprobe", 10))
     depth = min(k + (1 if remove_query else 0), index.ntotal)
-    return _searched(Path(index_dir), queries, model, index, docids, runtime, k, depth, remove_query, batch_size)
+    session = InferenceSession.of(loaded, batch_size=batch_size)
+    return _searched(Path(index_dir), queries, session, index, docids, k, depth, remove_query, batch_size)
 
 
-def _searched(index_dir: Path, queries: Mapping[str, str], model: Any, index: Any, docids: Sequence[str],
-              runtime: Runtime, k: int, depth: int, remove_query: bool,
-              batch_size: int) -> Iterator[tuple[str, dict[str, float]]]:
+def _searched(index_dir: Path, queries: Mapping[str, str], session: InferenceSession, index: Any, docids: Sequence[str],
+              k: int, depth: int, remove_query: bool, batch_size: int) -> Iterator[tuple[str, dict[str, float]]]:
     qids = list(queries)
     take = getattr(docids, "take", None) or (lambda rows: [docids[r] for r in rows])
     with progress_bar("q") as bar:
         task = bar.add_task("searching", total=len(qids))
         for start in range(0, len(qids), batch_size):
             batch = qids[start:start + batch_size]
-            with autocast(runtime.torch_precision, model.device):
-                vectors = model.encode([queries[q] for q in batch], is_query=True, batch_size=batch_size)
+            vectors = session.encode([queries[q] for q in batch], is_query=True)
             scores, rows = index.search(np.ascontiguousarray(vectors.numpy(), dtype=np.float32), depth)
             for qid, row_scores, row_ids in zip(batch, scores, rows):
                 kept = row_ids >= 0  # IVF probes can return fewer than `depth` hits

@@ -17,6 +17,7 @@ and loads a folder back by model name.
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
@@ -28,8 +29,9 @@ import torch.utils.checkpoint
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
+from rankkit.models.batching import current_batching, plan_batches, record_mask, widen
 from rankkit.models.config import ModelConfig
-from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch, length_order
+from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch
 from rankkit.models.outputs import InBatchOutput, PreferenceMatrix, RankingOutput
 
 if TYPE_CHECKING:
@@ -87,6 +89,9 @@ class RankingModel(torch.nn.Module, abc.ABC):
     training_defaults: ClassVar[TrainingDefaults] = TrainingDefaults()
     #: The paper the model implements (authors, year, title), for model cards and ``rankkit models``.
     paper: ClassVar[str] = ""
+    #: The context :meth:`rank` scores in: an inference session sets its own (numerics, kernels, batching;
+    #: :mod:`rankkit.runtime.session`), so a model loaded in bf16 on a GPU ranks as the session does.
+    inference_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -189,9 +194,41 @@ class RankingModel(torch.nn.Module, abc.ABC):
                       batch_size: int = 32) -> list[torch.Tensor]:
         """Re-ranking scores (float64, CPU; higher = better) of each query's candidate texts.
 
-        ``rankkit rerank`` calls only this: :meth:`forward_scores` unless a family scores faster its own way.
+        ``rankkit rerank`` calls only this (through :meth:`rerank_inputs` and :meth:`rerank_prepared`):
+        :meth:`forward_scores` unless a family scores faster its own way.
         """
         return self.forward_scores(queries, candidates, batch_size)
+
+    def rerank_inputs(self, queries: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int = 32) -> Any:
+        """What :meth:`rerank_prepared` needs, computed without the network (tokenised, batched, padded): an
+        inference session prepares the next chunk's on a thread while the network scores this one. A family
+        splits its work with the hooks :meth:`prepare_rerank` / :meth:`score_prepared`; otherwise (or when a
+        subclass overrides :meth:`rerank_scores` below them) this is the arguments, scored by
+        :meth:`rerank_scores`."""
+        if self._prepares_inputs():
+            return True, self.prepare_rerank(queries, candidates, batch_size)
+        return False, (list(queries), [list(texts) for texts in candidates], batch_size)
+
+    def rerank_prepared(self, prepared: Any) -> list[torch.Tensor]:
+        """:meth:`rerank_scores` of :meth:`rerank_inputs`' result."""
+        split, value = prepared
+        return self.score_prepared(value) if split else self.rerank_scores(*value)
+
+    def prepare_rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int) -> Any:
+        """Hook: the network-free part of :meth:`rerank_scores` (a family that splits its scoring)."""
+        raise NotImplementedError
+
+    def score_prepared(self, prepared: Any) -> list[torch.Tensor]:
+        """Hook: the network part of :meth:`rerank_scores`, on :meth:`prepare_rerank`'s result."""
+        raise NotImplementedError
+
+    def _prepares_inputs(self) -> bool:
+        """Whether this class's scoring is split into the two hooks: they are defined, and no class below the
+        one defining them overrides :meth:`rerank_scores` (a subclass scoring its own way keeps its way)."""
+        mro = type(self).__mro__
+        hooks = next(i for i, cls in enumerate(mro) if "prepare_rerank" in vars(cls))
+        scores = next(i for i, cls in enumerate(mro) if "rerank_scores" in vars(cls))
+        return mro[hooks] is not RankingModel and hooks <= scores
 
     def preference_matrix(self, query: str, texts: Sequence[str]) -> PreferenceMatrix:
         """The preference matrix of one query's candidate texts (``rankkit explain``); models whose
@@ -230,7 +267,7 @@ class RankingModel(torch.nn.Module, abc.ABC):
         was_training = self.training
         self.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), self.inference_context():
                 scores = self.rerank_scores([query], [texts], batch_size)[0].tolist()
         finally:
             self.train(was_training)
@@ -348,22 +385,33 @@ class BiEncoder(RankingModel):
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
                       batch_size: int = 32) -> list[torch.Tensor]:
         """Embedding similarity (inner product x :attr:`similarity_scale`) of each query and its candidates."""
+        return self.score_prepared(self.prepare_rerank(queries, candidates, batch_size))
+
+    def prepare_rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                       batch_size: int) -> tuple[list[int], "EncodeInputs", "EncodeInputs"]:
+        sizes = [len(texts) for texts in candidates]
         flat = [t for texts in candidates for t in texts]
-        if not flat:
-            return [torch.empty(0, dtype=torch.float64) for _ in queries]
-        q = self.encode(list(queries), is_query=True, batch_size=batch_size).double()
+        return (sizes, self.encode_inputs(list(queries), is_query=True, batch_size=batch_size),
+                self.encode_inputs(flat, is_query=False, batch_size=batch_size))
+
+    @torch.inference_mode()
+    def score_prepared(self, prepared: tuple[list[int], "EncodeInputs", "EncodeInputs"]) -> list[torch.Tensor]:
+        sizes, query_inputs, passage_inputs = prepared
+        if not sum(sizes):
+            return [torch.empty(0, dtype=torch.float64) for _ in sizes]
+        q = self.encode_prepared(query_inputs).double()
         encoded = [0]
 
         def batch_done(n: int) -> None:  # the passages are the work a re-ranking progress bar counts
             encoded[0] += n
-            report_work(encoded[0], len(flat))
+            report_work(encoded[0], passage_inputs.count)
 
-        d = self.encode(flat, is_query=False, batch_size=batch_size, on_batch=batch_done).double()
+        d = self.encode_prepared(passage_inputs, on_batch=batch_done).double()
         out, start = [], 0
-        for i, texts in enumerate(candidates):
-            part = d[start:start + len(texts)]
+        for i, size in enumerate(sizes):
+            part = d[start:start + size]
             out.append((part @ q[i]) * self.similarity_scale)
-            start += len(texts)
+            start += size
         return out
 
     @torch.inference_mode()
@@ -372,21 +420,60 @@ class BiEncoder(RankingModel):
         """Vectors of ``texts`` (CPU, float32, input order), batched longest-first to cut padding.
 
         Puts the model in eval mode (no dropout). ``on_batch(n)`` is called after each batch of
-        ``n`` texts (progress bars).
+        ``n`` texts (progress bars). Batches follow the session's policy
+        (:func:`~rankkit.models.batching.current_batching`; plain ``batch_size`` rows without one).
         """
-        self.eval()
+        return self.encode_prepared(self.encode_inputs(texts, is_query=is_query, batch_size=batch_size),
+                                    on_batch=on_batch)
+
+    def encode_inputs(self, texts: Sequence[str], *, is_query: bool, batch_size: int = 64) -> "EncodeInputs":
+        """:meth:`encode`'s work without the network: tokenised, planned into batches and padded (pinned for a
+        GPU), so that a session can prepare the next chunk on a thread."""
         ids = self.tokenize(texts, is_query=is_query)
-        order = length_order([len(x) for x in ids])
-        out = torch.empty((len(ids), self.dim), dtype=torch.float32)
         device = self.device
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            feats = self.features([ids[i] for i in rows], is_query=is_query)
-            vectors = self.embed({k: v.to(device) for k, v in feats.items()}, is_query=is_query)
-            out[torch.tensor(rows, dtype=torch.long)] = vectors.float().cpu()
+        pad_id = int(getattr(getattr(self, "tokenizer", None), "pad_token_id", 0) or 0)
+        batches = []
+        for batch in plan_batches([len(x) for x in ids], current_batching(batch_size), self.position_limit()):
+            feats = widen(self.features([ids[i] for i in batch.rows], is_query=is_query), batch.width, pad_id)
+            if device.type == "cuda":
+                feats = {k: v.pin_memory() for k, v in feats.items()}
+            batches.append((batch.rows, feats))
+        return EncodeInputs(len(ids), is_query, batches)
+
+    @torch.inference_mode()
+    def encode_prepared(self, prepared: "EncodeInputs", *, on_batch: Callable[[int], None] | None = None) -> torch.Tensor:
+        """The vectors of :meth:`encode_inputs`' batches, in input order (float32, CPU)."""
+        self.eval()
+        out = torch.empty((prepared.count, self.dim), dtype=torch.float32)
+        device = self.device
+        parts, order = [], []
+        for rows, feats in prepared.batches:
+            if "attention_mask" in feats:
+                record_mask(feats["attention_mask"])
+            parts.append(self.embed({k: v.to(device, non_blocking=True) for k, v in feats.items()},
+                                    is_query=prepared.is_query))
+            order += rows
             if on_batch is not None:
                 on_batch(len(rows))
+        if parts:  # one copy back at the end: a copy per batch would wait for the GPU each time
+            out[torch.tensor(order, dtype=torch.long)] = torch.cat([p.float() for p in parts]).cpu()
         return out
+
+    def position_limit(self) -> int | None:
+        """Longest input the backbone's positions allow (None: unknown); bucketed lengths never pass it."""
+        from rankkit.models.backbone import position_limit
+
+        encoder = getattr(self, "encoder", None)
+        return position_limit(getattr(encoder, "config", None))
+
+
+@dataclass
+class EncodeInputs:
+    """:meth:`BiEncoder.encode_inputs`' result: ``count`` texts in ``batches`` of (rows, padded features)."""
+
+    count: int
+    is_query: bool
+    batches: list[tuple[list[int], dict[str, torch.Tensor]]]
 
 
 def l2_normalize(vectors: torch.Tensor) -> torch.Tensor:

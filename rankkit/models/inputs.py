@@ -16,6 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from rankkit.models.batching import pad_rows
+
 
 @dataclass
 class Features:
@@ -132,15 +134,6 @@ def batch_rng(batch: GroupBatch) -> np.random.Generator:
     return np.random.default_rng(np.frombuffer(digest.digest(), dtype=np.uint32))
 
 
-def length_order(lengths: Sequence[int]) -> list[int]:
-    """Indices sorted by length, longest first, ties in input order (so the result is deterministic).
-
-    Batching texts of similar length cuts padding; longest first makes an out-of-memory error
-    happen on the first batch instead of hours in.
-    """
-    return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-
-
 #: Characters kept per token of the length limit before tokenising: a word piece never spans more
 #: (WordPiece turns a word over 100 characters into [UNK]), so the first ``max_length`` tokens are
 #: unchanged while a 10 MB text costs memory for its first few thousand characters only.
@@ -165,12 +158,7 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, *,
     return [list(ids) for ids in encoded["input_ids"]]
 
 
-def pad(ids: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id lists into ``(input_ids, attention_mask)`` tensors of the longest length."""
-    width = max((len(x) for x in ids), default=0)
-    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(ids), width), dtype=torch.long)
-    for i, row in enumerate(ids):
-        input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        attention[i, : len(row)] = 1
-    return input_ids, attention
+def pad(ids: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists into ``(input_ids, attention_mask)`` tensors of the longest length (or ``width``)."""
+    longest = max((len(x) for x in ids), default=0)
+    return pad_rows(ids, max(longest, width or 0), pad_id)

@@ -8,7 +8,9 @@ re-written as ``min(re-ranked scores) - 1, - 2, ...`` in their input order, so t
 
 Queries stream from the run a few at a time (until ``chunk_pairs`` candidates are gathered), so
 memory does not grow with the run; all pairs of a chunk are encoded together, longest first, in
-batches of ``batch_size`` under ``torch.inference_mode``.
+the batches of the model's inference session (:class:`rankkit.runtime.session.InferenceSession`: its
+device, numerics, attention kernels, batching and prefetch; the next chunk is read, tokenised and
+batched on a thread while the model scores this one where the session prefetches).
 
 Under torchrun (``dist``, :mod:`rankkit.distributed`) every process reads the run and cuts the
 same chunks; chunk ``k`` is scored by rank ``k % N`` exactly as one process would score it (the
@@ -33,15 +35,15 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from rankkit.console import log, progress_bar, work_reporter
-from rankkit.devices import autocast
+from rankkit.console import log, progress_bar
 from rankkit.distributed import SINGLE, Dist
 from rankkit.docstore import DocStore
-from rankkit.errors import EnvironmentFailure, InputError, RankkitError, excerpt, is_out_of_memory
+from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.formats import read_topics, write_run
 from rankkit.files import iter_lines
 from rankkit.formats.runs import iter_run_queries
 from rankkit.models.base import RankingModel
+from rankkit.runtime.session import CPU_CHUNK_PAIRS, CUDA_CHUNK_PAIRS, InferenceSession
 
 
 @dataclass
@@ -105,28 +107,34 @@ class RerankProgress:
         return heard
 
 
-def _model_scores(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int,
-                  precision: str, device: torch.device | str,
-                  on_work: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
-    """``model.rerank_scores`` under ``precision``'s autocast; ``on_work(done, total)`` hears its batches; running
-    out of memory is one line naming the batch size."""
-    try:
-        with autocast(precision, torch.device(device)), (work_reporter(on_work) if on_work else nullcontext()):
-            return model.rerank_scores(queries, candidates, batch_size)
-    except (MemoryError, RuntimeError) as err:
-        if not is_out_of_memory(err):
-            raise
-        raise EnvironmentFailure(f"out of memory scoring {batch_size} pairs at a time on {device}; lower "
-                                 f"--batch-size (now {batch_size})") from None
+def session_of(ranker: RankingModel | InferenceSession, batch_size: int | None = None,
+               device: torch.device | str | None = None) -> InferenceSession:
+    """``ranker`` if it is a session (``batch_size`` then overrides its rows), else a session for the model as it
+    is (torch, its weights' numerics) on ``device`` (default: where it is)."""
+    if isinstance(ranker, InferenceSession):
+        if batch_size is not None:
+            ranker.batching = ranker.batching.with_rows(batch_size)
+        return ranker
+    if not isinstance(ranker, RankingModel):
+        raise RankkitError(f"expected a rankkit model or an inference session, got {type(ranker).__name__}")
+    return InferenceSession.for_model(ranker, batch_size=batch_size, device=device)
 
 
-def score_lists(model: RankingModel, queries: Sequence[str], candidates: Sequence[Sequence[str]], *,
-                batch_size: int = 32, precision: str = "fp32", device: torch.device | str = "cpu",
-                chunk_pairs: int = 1024, show_progress: bool = True) -> list[torch.Tensor]:
+def default_chunk_pairs(session: InferenceSession) -> int:
+    """Pairs scored between writes: many on CUDA (each chunk sorts into few shapes), 1,024 on the CPU."""
+    return CUDA_CHUNK_PAIRS if session.device.type == "cuda" else CPU_CHUNK_PAIRS
+
+
+def score_lists(ranker: RankingModel | InferenceSession, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                *, batch_size: int | None = None, device: torch.device | str | None = None,
+                chunk_pairs: int | None = None, show_progress: bool = True) -> list[torch.Tensor]:
     """Each query's scores of its candidate texts, as :func:`rerank_run` scores them: whole queries a chunk of
-    about ``chunk_pairs`` pairs at a time (memory does not grow with the number of queries), under a progress
-    bar of (query, passage) pairs that moves with the model's batches (``show_progress``; a heartbeat line off
-    a terminal). Used by :func:`rankkit.rerank`."""
+    about ``chunk_pairs`` pairs at a time (memory does not grow with the number of queries), in ``ranker``'s
+    inference session (a model is run as it is, torch fp32), under a progress bar of (query, passage) pairs that
+    moves with the model's batches (``show_progress``; a heartbeat line off a terminal). Used by
+    :func:`rankkit.rerank`."""
+    session = session_of(ranker, batch_size, device)
+    chunk_pairs = chunk_pairs or default_chunk_pairs(session)
     sizes = [len(texts) for texts in candidates]
     bounds, start, pairs = [], 0, 0
     for end, size in enumerate(sizes, start=1):
@@ -140,9 +148,10 @@ def score_lists(model: RankingModel, queries: Sequence[str], candidates: Sequenc
     with progress_bar("pairs") if show_progress else nullcontext() as bar:
         progress = None if bar is None else RerankProgress(bar, bar.add_task("re-ranking", total=sum(sizes)),
                                                            len(queries))
-        for first, last in bounds:
-            scores += _model_scores(model, queries[first:last], candidates[first:last], batch_size, precision, device,
-                                    None if progress is None else progress.within(sum(sizes[first:last])))
+        chunks = ((last, queries[first:last], candidates[first:last]) for first, last in bounds)
+        listen = None if progress is None else (lambda _key, pairs: progress.within(pairs))
+        for last, part in session.stream_scores(chunks, listen):
+            scores += part
             if progress is not None:
                 progress.done(last, sum(sizes[:last]))
     return scores
@@ -157,23 +166,25 @@ def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, flo
     return docs
 
 
-def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
-               store: DocStore, output: str | os.PathLike[str], *, depth: int = 100, batch_size: int = 32,
-               max_length: int | None = None, device: torch.device | str = "cpu", tag: str | None = None,
-               chunk_pairs: int = 1024, precision: str = "fp32", dist: Dist = SINGLE) -> RerankReport:
-    """Re-rank each query's top ``depth`` candidates of ``run`` with ``model``; write ``output``.
+def rerank_run(ranker: RankingModel | InferenceSession, run: str | os.PathLike[str],
+               topics: str | os.PathLike[str] | Mapping[str, str], store: DocStore, output: str | os.PathLike[str], *,
+               depth: int = 100, batch_size: int | None = None, max_length: int | None = None,
+               device: torch.device | str | None = None, tag: str | None = None, chunk_pairs: int | None = None,
+               dist: Dist = SINGLE) -> RerankReport:
+    """Re-rank each query's top ``depth`` candidates of ``run`` with ``ranker``; write ``output``.
 
-    ``topics`` gives the query texts (a file or ``{qid: text}``; every run query needs one), ``store`` the passage texts.
-    ``max_length`` overrides the model's input length (whole pair for cross-encoders, passage for
-    bi-encoders). ``precision`` ``bf16`` runs the model under autocast (:func:`rankkit.devices.autocast`).
-    The output is written atomically, streaming: a failure leaves no file. Under torchrun, ``dist``
-    splits the chunks of queries across the processes; rank 0 writes.
+    ``ranker`` is an :class:`~rankkit.runtime.session.InferenceSession` (what ``rankkit rerank`` builds: device,
+    numerics, batching) or a model, run as it is (torch, on ``device`` or where it is). ``topics`` gives the query
+    texts (a file or ``{qid: text}``; every run query needs one), ``store`` the passage texts. ``max_length``
+    overrides the model's input length (whole pair for cross-encoders, passage for bi-encoders); ``batch_size``
+    the session's rows. The output is written atomically, streaming: a failure leaves no file. Under torchrun,
+    ``dist`` splits the chunks of queries across the processes; rank 0 writes.
     """
     import time
 
     if depth < 1:
         raise RankkitError(f"--depth must be at least 1, got {depth}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise RankkitError(f"--batch-size must be at least 1, got {batch_size}")
     for path in (run, topics):
         if isinstance(path, Mapping):
@@ -181,11 +192,11 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         if not Path(path).is_file():
             raise InputError(path, None, "is a directory, expected a file" if Path(path).is_dir() else "no such file")
     texts_of = topics if isinstance(topics, Mapping) else read_topics(topics)
+    session = session_of(ranker, batch_size, device)
+    model = session.model
     if max_length is not None:
         model.set_max_length(max_length)
-    model.to(device)
-    model.eval()
-    autocast(precision, torch.device(device))  # refuses a precision the device cannot run, before any work
+    chunk_pairs = chunk_pairs or default_chunk_pairs(session)
     tag = tag or f"rankkit-{model.name}"
     stats = {"queries": 0, "reranked": 0}
     started = time.perf_counter()
@@ -205,20 +216,17 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
         if chunk:
             yield chunk
 
-    def score(chunk: list[tuple[str, list[tuple[str, float]]]],
-              on_work: Callable[[int, int], None] | None = None) -> list[tuple[str, dict[str, float], int]]:
-        """Each query of ``chunk`` with its re-ranked ranking and how many candidates were scored;
-        ``on_work(done, total)`` hears the model's batches (:func:`rankkit.console.report_work`)."""
-        heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
-        wanted = sorted({d for h in heads for d in h})
-        passages = store.get_many(wanted)
-        scores = _model_scores(model, [texts_of[qid] for qid, _ in chunk], [[passages[d] for d in h] for h in heads],
-                               batch_size, precision, device, on_work)
-        out = []
-        for (qid, ranking), head, s in zip(chunk, heads, scores):
-            top = {docid: float(v) for docid, v in zip(head, s.tolist())}
-            out.append((qid, merge_tail(top, [docid for docid, _ in ranking[depth:]]), len(head)))
-        return out
+    Chunk = list[tuple[str, list[tuple[str, float]]]]
+
+    def texts(numbered: Iterator[tuple[int, Chunk]]) -> Iterator[tuple[tuple[int, Chunk], list[str], list[list[str]]]]:
+        """This process's chunks with their query and passage texts (read on the session's prefetch thread)."""
+        for k, chunk in numbered:
+            if not dist.mine(k):
+                yield (k, chunk), [], []
+                continue
+            heads = [[docid for docid, _ in ranking[:depth]] for _, ranking in chunk]
+            passages = store.get_many(sorted({d for h in heads for d in h}))
+            yield (k, chunk), [texts_of[qid] for qid, _ in chunk], [[passages[d] for d in h] for h in heads]
 
     def scored() -> Iterator[tuple[str, dict[str, float]]]:
         with progress_bar("pairs") as bar:
@@ -228,12 +236,16 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
             progress = RerankProgress(bar, bar.add_task("re-ranking", total=pairs, visible=dist.main), queries)
             held: list[tuple[str, dict[str, float], int]] | None = None
             count = 0
-            for k, chunk in enumerate(chunks()):
+            # One process: the model's batches move the count inside a chunk too.
+            listen = (lambda _key, size: progress.within(size)) if dist.world_size == 1 else None
+            for (k, chunk), scores in session.stream_scores(texts(enumerate(chunks())), listen):
                 count = k + 1
                 if dist.mine(k):
-                    # One process: the model's batches move the count inside a chunk too.
-                    size = sum(min(depth, len(ranking)) for _, ranking in chunk)
-                    held = score(chunk, progress.within(size) if dist.world_size == 1 else None)
+                    held = []
+                    for (qid, ranking), s in zip(chunk, scores):
+                        top = {docid: float(v) for (docid, _), v in zip(ranking[:depth], s.tolist())}
+                        held.append((qid, merge_tail(top, [docid for docid, _ in ranking[depth:]]),
+                                     min(depth, len(ranking))))
                 if count % dist.world_size == 0:  # a round: one chunk per rank, gathered in chunk order
                     yield from emit(dist.gather(held), progress)
                     held = None
@@ -257,8 +269,9 @@ def rerank_run(model: RankingModel, run: str | os.PathLike[str], topics: str | o
     report = RerankReport(stats["queries"], stats["reranked"], lines, time.perf_counter() - started)
     if dist.main:
         log(f"re-ranked {report.reranked:,} candidates of {report.queries:,} queries in {report.seconds:.1f} s "
-            f"({report.pairs_per_second:,.1f} pairs/s); wrote {lines:,} lines to {output}")
+            f"({report.pairs_per_second:,.1f} pairs/s; {session.summary()}); wrote {lines:,} lines to {output}")
     return report
 
 
-__all__ = ["RerankProgress", "RerankReport", "count_run_pairs", "merge_tail", "rerank_run", "score_lists"]
+__all__ = ["RerankProgress", "RerankReport", "count_run_pairs", "default_chunk_pairs", "merge_tail", "rerank_run",
+           "score_lists", "session_of"]

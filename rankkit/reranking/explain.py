@@ -20,12 +20,12 @@ from typing import Mapping
 
 import torch
 
-from rankkit.devices import autocast
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.formats import atomic_write, read_topics
 from rankkit.formats.runs import iter_run_queries
 from rankkit.models import MODELS, RankingModel
+from rankkit.runtime.session import InferenceSession
 from rankkit.models.outputs import PreferenceOutput
 
 
@@ -66,12 +66,13 @@ class Explanation:
     items: list[tuple[int, int]]
 
 
-@torch.inference_mode()
-def explain_query(model: RankingModel, run: str | os.PathLike[str], topics: str | os.PathLike[str] | Mapping[str, str],
-                  store: DocStore, qid: str, *, depth: int = 20, batch_size: int = 32,
-                  precision: str = "fp32") -> Explanation:
+def explain_query(ranker: RankingModel | InferenceSession, run: str | os.PathLike[str],
+                  topics: str | os.PathLike[str] | Mapping[str, str], store: DocStore, qid: str, *,
+                  depth: int = 20) -> Explanation:
     """The preference matrix, beta, omega and the vote of ``qid``'s top ``depth`` candidates of
-    ``run`` (``precision`` ``bf16``: under autocast)."""
+    ``run``, computed in ``ranker``'s inference session (a model is run as it is)."""
+    session = ranker if isinstance(ranker, InferenceSession) else InferenceSession.for_model(ranker)
+    model = session.model
     check_explainable(model.name)
     if depth < 2:
         raise RankkitError(f"--depth must be at least 2 to show a matrix, got {depth}")
@@ -87,10 +88,8 @@ def explain_query(model: RankingModel, run: str | os.PathLike[str], topics: str 
     docids = [d for d, _ in ranking[:depth]]
     passages = store.get_many(docids)
     texts = [passages[d] for d in docids]
-    model.eval()
     query = texts_of[qid]
-    with autocast(precision, model.device):
-        found = model.preference_matrix(query, texts)
+    found = session.preference_matrix(query, texts)
     vote = found.vote.float().cpu()
     order = torch.sort(vote, descending=True, stable=True).indices.tolist()
     beta, omega = found.log_beta.float().exp().cpu(), found.log_omega.float().exp().cpu()

@@ -10,7 +10,9 @@
     export.py            the checked ONNX export (traced, checked against torch on probe batches)
     cache.py             the export cache (keyed by the weights, beside a checkpoint or in the cache folder)
     adapter.py           OrtEncoder: a session called exactly as the encoder it replaces
-    compose.py           load_for_inference(name, checkpoint, runtime, device): load, device, swap
+    compose.py           load_for_inference(name, checkpoint, runtime, device): load, device, swap, numerics
+    precision.py         Numerics: how torch computes (bf16/fp16 encoder weights on CUDA, autocast, TF32), the half check
+    session.py           InferenceSession: what runs a loaded model (numerics, attention kernels, batching, prefetch)
     auto.py              --backend/--quantize/--precision auto: the measured table, the quality check, the fallbacks
 
 A model declares which encoders a backend may run (:mod:`rankkit.models.encoder_slots`) and never
@@ -34,11 +36,14 @@ from rankkit.runtime.torch_backend import TorchBackend
 from rankkit.runtime.onnx_backend import OnnxBackend
 from rankkit.runtime.openvino_backend import OpenVinoBackend
 from rankkit.runtime.compose import LoadedModel, load_for_inference, swap_encoders, use_runtime
+from rankkit.runtime.precision import Numerics
+from rankkit.runtime.session import InferenceSession
 
 register_backend(TorchBackend)
 register_backend(OnnxBackend)
 register_backend(OpenVinoBackend)
 
-__all__ = ["BACKENDS", "QUANTIZATIONS", "Availability", "Backend", "LoadedModel", "Runtime", "RuntimeSettings", "backend_names",
+__all__ = ["BACKENDS", "QUANTIZATIONS", "Availability", "Backend", "InferenceSession", "LoadedModel", "Numerics", "Runtime",
+           "RuntimeSettings", "backend_names",
            "device_name", "get_backend", "inference_device", "load_for_inference", "register_backend",
            "swap_encoders", "use_runtime"]

@@ -6,8 +6,12 @@ its CPU flags) it was measured on. :func:`choose` takes the first row whose back
 whose export builds and passes its check against torch, and, for a lossy row (int8, bf16), whose
 outputs agree with torch fp32 on real text on *this* CPU (:func:`quality_check`: the bundled DL20
 queries, passages and pairs; an int8 kernel that saturates on one CPU is caught there). Nothing
-passes: torch fp32. On CUDA, and for models under :data:`~rankkit.devices.AUTO_MIN_PARAMETERS`,
-auto is torch (fp32: GPU inference precision is not measured yet; ``bench/gpu_suite.py``).
+passes: torch fp32. For models under :data:`~rankkit.devices.AUTO_MIN_PARAMETERS` auto is torch fp32.
+
+On CUDA the backend is torch, and ``--precision auto`` (with ``--backend auto`` or ``torch``) is decided on real
+text: bf16 encoder weights where the model's outputs on the bundled DL20 texts keep fp32's within the band of
+:mod:`rankkit.runtime.precision` (score correlation >= 0.999, pooled cosine mean >= 0.999), else TF32 matmuls
+under the same check, else fp32; the log line names the choice and the measure (docs/RESULTS.md issue 36).
 
 An explicit ``--backend`` wins; with it, ``--precision auto`` is bf16 where the CPU multiplies bf16
 in hardware and the backend runs bf16 (torch autocast, OpenVINO), else fp32, and ``--quantize auto``
@@ -186,6 +190,8 @@ def candidates(runtime: Runtime, model: RankingModel, device: torch.device,
     """The runtimes to try for ``runtime``'s ``auto`` parts, in order, each with why."""
     parameters = sum(p.numel() for p in model.parameters())
     threads = runtime.threads
+    if device.type == "cuda" and runtime.backend in (AUTO, "torch") and runtime.quantize in (AUTO, "none"):
+        return cuda_candidates(runtime)
     if runtime.backend != AUTO:
         chosen, why = (runtime.precision, "as given") if runtime.precision != AUTO else \
             explicit_precision(runtime.backend, device, parameters)
@@ -195,8 +201,6 @@ def candidates(runtime: Runtime, model: RankingModel, device: torch.device,
     precision: str | None = None if runtime.precision == AUTO else runtime.precision
     torch_runs = quantize in (None, "none")
     safe = [(Runtime("torch", "none", threads, precision or "fp32"), "")] if torch_runs else []
-    if device.type != "cpu" and torch_runs:
-        return [(safe[0][0], f"device {device}: torch (GPU inference precision is not measured yet: bench/gpu_suite.py)")]
     if parameters < AUTO_MIN_PARAMETERS and torch_runs and precision is None:
         return [(safe[0][0], f"{parameters:,} parameters: below {AUTO_MIN_PARAMETERS:,}, a backend's one-time export "
                              "costs more than it saves")]
@@ -218,6 +222,20 @@ def candidates(runtime: Runtime, model: RankingModel, device: torch.device,
     return out + [(safe[0][0], f"{reason}: torch")]
 
 
+def cuda_candidates(runtime: Runtime) -> list[tuple[Runtime, str]]:
+    """On CUDA: the precision given, or (``auto``) bf16 (fp16 on a GPU without bf16), TF32, fp32, each of the
+    first two kept only if :func:`rankkit.runtime.precision.half_check` passes on real text."""
+    from rankkit.runtime.precision import MIN_HALF_CORRELATION
+
+    if runtime.precision != AUTO:
+        return [(Runtime("torch", "none", runtime.threads, runtime.precision), "as given")]
+    half = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    band = f"where it keeps fp32's scores on real text (correlation >= {MIN_HALF_CORRELATION})"
+    return [(Runtime("torch", "none", runtime.threads, half), f"CUDA: {half} encoder weights {band}"),
+            (Runtime("torch", "none", runtime.threads, "tf32"), f"CUDA: TF32 matmuls, fp32 weights, {band}"),
+            (Runtime("torch", "none", runtime.threads, "fp32"), "CUDA: fp32 (no faster precision kept the band)")]
+
+
 def _runs(backend: str, quantize: str, precision: str) -> bool:
     return quantize in get_backend(backend).quantizations and precision in get_backend(backend).precisions
 
@@ -226,41 +244,14 @@ def quality_check(slot: EncoderSlot, encoder: nn.Module, tokenizer: Any) -> str:
     """Agreement of ``encoder`` (a lossy backend's session) with the torch module in ``slot`` on real text
     (the bundled DL20 calibration inputs through ``tokenizer``; probe batches without one). Returns the
     measure; raises :class:`RankkitError` when it is below the thresholds of this module."""
-    from rankkit.runtime.export import PROBE_LENGTHS, probe_batch
-    from rankkit.runtime.openvino_backend import calibration_feeds
+    from rankkit.runtime.precision import agreement, check_feeds
 
-    if tokenizer is not None:
-        samples = calibration_feeds(slot, tokenizer)
-        step = max(1, len(samples) // QUALITY_INPUTS)
-        feeds = [{k: torch.from_numpy(v) for k, v in s.items()} for s in samples[::step][:QUALITY_INPUTS]]
-        where = f"{len(feeds)} bundled DL20 texts"
-    else:
-        feeds = [probe_batch(slot, lengths) for lengths in PROBE_LENGTHS]
-        where = "the probe batches (no tokenizer)"
+    feeds, where = check_feeds(slot, tokenizer, QUALITY_INPUTS)
     assert isinstance(encoder, OrtEncoder)
-    cosines, references, outputs = [], [], []
-    for feed in feeds:
-        reference, out = reference_output(slot, feed), encoder.run(feed).float()
-        if reference.dim() == 2 and reference.shape[1] == 1:  # one score per text
-            references.append(reference[:, 0])
-            outputs.append(out[:, 0])
-            continue
-        if reference.dim() == 3:  # hidden states: mean over real tokens
-            mask = feed["attention_mask"].unsqueeze(-1).to(reference.dtype)
-            reference, out = (reference * mask).sum(1) / mask.sum(1), (out * mask).sum(1) / mask.sum(1)
-        cosines.append(torch.nn.functional.cosine_similarity(reference, out, dim=-1))
-    if references:
-        ref, got = torch.cat(references).double(), torch.cat(outputs).double()
-        correlation = float(torch.corrcoef(torch.stack([ref, got]))[0, 1])
-        measure = f"score correlation {correlation:.4f} on {where}"
-        if not correlation >= MIN_CORRELATION:
-            raise RankkitError(f"{measure} (< {MIN_CORRELATION})")
-        return measure
-    cosine = torch.cat(cosines)
-    measure = f"pooled cosine to torch fp32 mean {float(cosine.mean()):.4f}, min {float(cosine.min()):.4f} on {where}"
-    if not (float(cosine.mean()) >= MIN_COSINE_MEAN and float(cosine.min()) >= MIN_COSINE):
-        raise RankkitError(f"{measure} (needs mean >= {MIN_COSINE_MEAN}, min >= {MIN_COSINE})")
-    return measure
+    references = [reference_output(slot, feed) for feed in feeds]
+    outputs = [encoder.run(feed).float() for feed in feeds]
+    return agreement(slot, feeds, references, outputs, where, min_correlation=MIN_CORRELATION,
+                     min_cosine_mean=MIN_COSINE_MEAN, min_cosine=MIN_COSINE)
 
 
 def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any) -> str:
@@ -311,6 +302,10 @@ def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.Path
     if runtime.threads is not None:
         torch.set_num_threads(runtime.threads)
     if not backend.swaps_encoders:
+        if lossy and runtime.precision != "fp32":  # torch on CUDA: the half precision checked before it is applied
+            from rankkit.runtime.precision import half_check
+
+            return [], [half_check(model, runtime.precision, model.device, model_tokenizer(model), QUALITY_INPUTS)]
         return [], []
     slots: Sequence[EncoderSlot] = model.encoder_slots()
     model.eval()
@@ -335,15 +330,17 @@ def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoi
     options = candidates(runtime, model, device, task)
     if not options:
         raise RankkitError(f"no backend runs --quantize {runtime.quantize} --precision {runtime.precision} on {device}")
+    cuda_auto = device.type == "cuda" and runtime.precision == AUTO
     for number, (candidate, why) in enumerate(options):
         last = number == len(options) - 1
-        # Only auto's own choices are checked on text: an explicit --backend/--quantize is the user's.
-        lossy = runtime.backend == AUTO and (candidate.quantize != "none"
-                                             or (candidate.precision != "fp32" and candidate.backend != "torch"))
+        # Only auto's own choices are checked on text: an explicit --backend/--quantize/--precision is the user's.
+        lossy = (runtime.backend == AUTO and (candidate.quantize != "none"
+                                              or (candidate.precision != "fp32" and candidate.backend != "torch"))
+                 or (cuda_auto and candidate.precision != "fp32"))
         try:
             exports, measures = try_runtime(model, candidate, checkpoint, lossy)
         except RankkitError as err:
-            if last or runtime.backend != AUTO:
+            if last or (runtime.backend != AUTO and not cuda_auto):
                 raise
             log(f"{asked}: not {candidate.describe()} ({err})")
             continue
@@ -357,7 +354,9 @@ def summary(family: str, task: str = "rerank", device: torch.device | None = Non
     """What ``--backend auto`` tries first for ``family`` and ``task`` on this machine (``rankkit doctor``),
     without building anything: the first row whose backend is installed."""
     if device is not None and device.type != "cpu":
-        return "torch fp32 (GPU; inference precision not measured yet)"
+        return ("torch with bf16 encoder weights where the model keeps fp32's scores on 48 DL20 texts (correlation "
+                ">= 0.999), else TF32, else fp32; memory-efficient attention, token-budget batches (docs/RESULTS.md "
+                "issue 36, an H200)")
     cls = cpu_class()
     for row in rows_for(cls, family, task):
         if get_backend(row.backend).available().ok:
@@ -368,4 +367,5 @@ def summary(family: str, task: str = "rerank", device: torch.device | None = Non
 
 
 __all__ = ["BORROWED", "MIN_CORRELATION", "MIN_COSINE", "MIN_COSINE_MEAN", "TABLE", "Row", "candidates", "choose",
+           "cuda_candidates",
            "explicit_precision", "family_of", "quality_check", "rows_for", "summary", "try_runtime"]

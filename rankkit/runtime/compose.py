@@ -24,6 +24,7 @@ from rankkit.errors import RankkitError
 from rankkit.models.base import RankingModel
 from rankkit.models.encoder_slots import EncoderSlot
 from rankkit.runtime.adapter import OrtEncoder
+from rankkit.runtime.precision import Numerics, apply_numerics
 from rankkit.runtime.registry import get_backend
 from rankkit.runtime.settings import Runtime, inference_device
 
@@ -31,12 +32,15 @@ from rankkit.runtime.settings import Runtime, inference_device
 @dataclass(frozen=True)
 class LoadedModel:
     """A model ready for inference: on ``device``, its encoders on ``runtime``'s backend (``exports`` in use);
-    ``runtime`` is the one that runs (``auto`` resolved)."""
+    ``runtime`` is the one that runs (``auto`` resolved), ``numerics`` how torch computes around it (the
+    weights' dtype, autocast, TF32: :mod:`rankkit.runtime.precision`). Run it through
+    :class:`rankkit.runtime.session.InferenceSession`."""
 
     model: RankingModel
     runtime: Runtime
     device: torch.device
     exports: tuple[Path, ...] = ()
+    numerics: Numerics = Numerics()
 
 
 def load_for_inference(name: str, checkpoint: str | os.PathLike[str] | None, runtime: Runtime | None = None,
@@ -65,7 +69,9 @@ def load_for_inference(name: str, checkpoint: str | os.PathLike[str] | None, run
         from rankkit.runtime.auto import choose
 
         runtime, exports = choose(model, runtime, chosen, checkpoint, task)
-    return LoadedModel(model, runtime, chosen, tuple(exports))
+    # The weights in the precision they run in (bf16 encoders on CUDA), once the runtime is settled.
+    numerics = apply_numerics(model, runtime.backend, runtime.precision, chosen)
+    return LoadedModel(model, runtime, chosen, tuple(exports), numerics)
 
 
 def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.PathLike[str] | None = None,

@@ -21,6 +21,9 @@ from rankkit.runtime.registry import get_backend
 
 #: ``int8-u8`` is ONNX Runtime's dynamic int8 with unsigned weights (:mod:`rankkit.runtime.onnx_backend`).
 QUANTIZATIONS = ("none", "int8", "int8-u8")
+#: ``--precision`` at inference: training's (:data:`rankkit.devices.PRECISIONS`) and ``tf32`` (fp32 weights, TF32
+#: matmuls on CUDA: :mod:`rankkit.runtime.precision`).
+INFERENCE_PRECISIONS = (*PRECISIONS, "tf32")
 #: The value of ``--backend``, ``--quantize`` and ``--precision`` that lets rankkit choose (:mod:`rankkit.runtime.auto`).
 AUTO = "auto"
 
@@ -42,8 +45,8 @@ class Runtime:
     def __post_init__(self) -> None:
         if self.quantize != AUTO and self.quantize not in QUANTIZATIONS:
             raise RankkitError(f"unknown quantization {self.quantize!r}; use auto, {' or '.join(QUANTIZATIONS)}")
-        if self.precision != AUTO and self.precision not in PRECISIONS:
-            raise RankkitError(f"unknown precision {self.precision!r}; use auto, {', '.join(PRECISIONS)}")
+        if self.precision != AUTO and self.precision not in INFERENCE_PRECISIONS:
+            raise RankkitError(f"unknown precision {self.precision!r}; use auto, {', '.join(INFERENCE_PRECISIONS)}")
         if self.threads is not None and self.threads < 1:
             raise RankkitError(f"--threads must be at least 1, got {self.threads}")
         if self.backend == AUTO:
@@ -72,12 +75,6 @@ class Runtime:
             return self
         return Runtime(self.backend, "none" if self.quantize == AUTO else self.quantize, self.threads,
                        "fp32" if self.precision == AUTO else self.precision)
-
-    @property
-    def torch_precision(self) -> str:
-        """The autocast precision of the model's torch code: the backend's own on torch, else fp32
-        (an exported encoder runs at its backend's precision; the heads around it stay fp32)."""
-        return self.precision if self.backend == "torch" else "fp32"
 
     def describe(self) -> str:
         """``onnx int8, 2 threads`` style summary for log lines."""
@@ -115,4 +112,4 @@ def inference_device(requested: str | torch.device | None, runtime: Runtime, loc
     return pick_device(device_name(requested, runtime), local_rank)
 
 
-__all__ = ["AUTO", "QUANTIZATIONS", "Runtime", "device_name", "inference_device"]
+__all__ = ["AUTO", "INFERENCE_PRECISIONS", "QUANTIZATIONS", "Runtime", "device_name", "inference_device"]

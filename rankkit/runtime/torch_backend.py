@@ -1,4 +1,5 @@
-"""``--backend torch``: the model's own torch code, on the CPU or CUDA, fp32 or under bf16/fp16 autocast."""
+"""``--backend torch``: the model's own torch code, on the CPU or CUDA; fp32, TF32 (CUDA), bf16 (CPU: autocast;
+CUDA: bf16 encoder weights) or fp16 (CUDA: fp16 encoder weights): :mod:`rankkit.runtime.precision`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from typing import ClassVar
 
 import torch
 
-from rankkit.devices import PRECISIONS
 from rankkit.runtime.registry import Availability, Backend, RuntimeSettings
 
 
@@ -14,8 +14,8 @@ class TorchBackend(Backend):
     name = "torch"
     engine = "torch"
     devices = ("cpu", "cuda")
-    quantizations: ClassVar[dict[str, str]] = {"none": "fp32, bf16 or fp16 autocast"}
-    precisions = PRECISIONS
+    quantizations: ClassVar[dict[str, str]] = {"none": "fp32, TF32 (CUDA), bf16, fp16 (CUDA)"}
+    precisions = ("fp32", "bf16", "fp16", "tf32")
     swaps_encoders = False
 
     def available(self) -> Availability:
@@ -23,8 +23,8 @@ class TorchBackend(Backend):
 
     def supports(self, runtime: RuntimeSettings, device: torch.device | None = None) -> str | None:
         problem = super().supports(runtime, device)
-        if problem is None and runtime.precision == "fp16" and device is not None and device.type != "cuda":
-            return ("--precision fp16 needs a CUDA device (fp16 autocast is not supported on CPU); "
+        if problem is None and runtime.precision in ("fp16", "tf32") and device is not None and device.type != "cuda":
+            return (f"--precision {runtime.precision} needs a CUDA device (not supported on CPU); "
                     "use bf16 or fp32 on CPU")
         return problem
 

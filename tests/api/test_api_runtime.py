@@ -103,10 +103,23 @@ def test_rerank_and_load_model_run_on_a_backend(mono: Path) -> None:
     assert [r["score"] for r in ranked] == pytest.approx([r["score"] for r in torch_ranked], abs=1e-4)
 
 
+def test_a_loaded_model_keeps_its_precision() -> None:
+    """load_model(precision="bf16") keeps its inference session: rank() and rerank() run under it (bf16 autocast on
+    the CPU), so both give the same scores, and they differ from fp32's (the precision is really applied)."""
+    query, texts = "apple fruit", list(PASSAGES.values())
+    bf16 = rankkit.load_model("mono", CHECKPOINTS / "mono", precision="bf16")
+    fp32 = rankkit.load_model("mono", CHECKPOINTS / "mono")
+    ranked = {r["corpus_id"]: r["score"] for r in bf16.rank(query, texts)}
+    reranked = rankkit.rerank(bf16, {"q": {d: 0.0 for d in PASSAGES}}, {"q": query}, PASSAGES, show_progress=False)
+    assert [reranked["q"][d] for d in PASSAGES] == [ranked[i] for i in range(len(texts))]
+    plain = {r["corpus_id"]: r["score"] for r in fp32.rank(query, texts)}
+    assert ranked != plain and max(abs(ranked[i] - plain[i]) for i in plain) < 0.1
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: rankkit.rerank(rankkit.load_model("mono", CHECKPOINTS / "mono"), {"1": {"d0": 1.0}}, {"1": "q"},
                             PASSAGES, backend="onnx"), "apply to a model given by name"),
-    (lambda: rankkit.load_model("mono", CHECKPOINTS / "mono", precision="bf16"), "autocast around each call"),
+    (lambda: rankkit.load_model("mono", CHECKPOINTS / "mono", precision="tf32"), "tf32 needs a CUDA device"),
     (lambda: rankkit.load_model("mono", CHECKPOINTS / "mono", backend="tpu"), "tpu"),
     (lambda: rankkit.load_model("mono", CHECKPOINTS / "mono", quantize="int4"), "unknown quantization 'int4'"),
     (lambda: rankkit.load_model("mono", CHECKPOINTS / "mono", threads=0), "threads must be"),

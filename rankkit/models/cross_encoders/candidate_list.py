@@ -28,7 +28,9 @@ from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder
-from rankkit.models.inputs import GroupBatch, PairFeatures, length_order
+from rankkit.models.backbone import position_limit
+from rankkit.models.batching import current_batching, plan_batches, record_mask
+from rankkit.models.inputs import GroupBatch, PairFeatures
 from rankkit.models.persistence import EncoderHeadFiles
 from rankkit.models.pooling import POOLING_MODES
 from rankkit.models.encoder_slots import EncoderSlot, hf_slot
@@ -181,34 +183,70 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
                       batch_size: int = 32) -> list[torch.Tensor]:
         """Scores of each query's candidate texts: pairs of all queries encoded together,
         longest first in batches of ``batch_size`` (little padding), then each query's head."""
-        self.eval()
+        return self.score_prepared(self.prepare_rerank(queries, candidates, batch_size))
+
+    def prepare_rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+                       batch_size: int) -> "PreparedPairs":
+        """Every pair tokenised once, planned into batches (the session's policy: rows, token budget, length
+        buckets) and padded; pinned for a GPU."""
         flat_q = [q for q, texts in zip(queries, candidates) for _ in texts]
         flat_t = [t for texts in candidates for t in texts]
+        sizes = [len(texts) for texts in candidates]
         if not flat_t:
-            return [torch.empty(0) for _ in queries]
-        order = length_order(self.pairs.pair_lengths(flat_q, flat_t))
+            return PreparedPairs(sizes, [])
+        tokens = self.pairs.pair_tokens(flat_q, flat_t)
+        limit = position_limit(getattr(getattr(self.pairs, "encoder", None), "config", None))
+        pin = self.device.type == "cuda"
+        batches = []
+        for batch in plan_batches(tokens.lengths, current_batching(batch_size), limit):
+            feats = self.pairs.features_for(tokens, batch.rows, batch.width)
+            batches.append((batch.rows, {k: v.pin_memory() if pin else v for k, v in feats.items()}))
+        return PreparedPairs(sizes, batches)
+
+    @torch.inference_mode()
+    def score_prepared(self, prepared: "PreparedPairs") -> list[torch.Tensor]:
+        """The pair vectors of every batch (kept on the device until all are done: one copy back), then each
+        query's head (:meth:`list_scores`)."""
+        self.eval()
+        sizes = prepared.sizes
+        if not prepared.batches:
+            return [torch.empty(0) for _ in sizes]
         device = self.device
-        h_all: torch.Tensor | None = None
-        skip_all: torch.Tensor | None = None
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            feats = self.pairs.features([flat_q[i] for i in rows], [flat_t[i] for i in rows])
-            h, skip = self.pairs({k: v.to(device) for k, v in feats.items()})
-            if h_all is None:
-                h_all = h.new_empty((len(flat_t), h.shape[-1]))
-                skip_all = None if skip is None else skip.new_empty(len(flat_t))
-            index = torch.tensor(rows, dtype=torch.long, device=device)
-            h_all[index] = h
-            if skip_all is not None and skip is not None:
-                skip_all[index] = skip
-            report_work(start + len(rows), len(order))
-        assert h_all is not None
+        total = sum(sizes)
+        h_parts, skip_parts, order = [], [], []
+        for rows, feats in prepared.batches:
+            if "attention_mask" in feats:
+                record_mask(feats["attention_mask"])
+            elif "d_attention_mask" in feats:
+                record_mask(feats["d_attention_mask"])
+            h, skip = self.pairs({k: v.to(device, non_blocking=True) for k, v in feats.items()})
+            h_parts.append(h)
+            if skip is not None:
+                skip_parts.append(skip)
+            order += rows
+            report_work(len(order), total)
+        index = torch.tensor(order, dtype=torch.long, device=device)
+        h_all = torch.cat(h_parts)
+        h_all = h_all.new_empty(h_all.shape).index_copy_(0, index, h_all)
+        skip_all = None
+        if skip_parts:
+            flat_skip = torch.cat(skip_parts)
+            skip_all = flat_skip.new_empty(flat_skip.shape).index_copy_(0, index, flat_skip)
         out: list[torch.Tensor] = []
         start = 0
-        for texts in candidates:
-            end = start + len(texts)
+        for size in sizes:
+            end = start + size
             part_skip = None if skip_all is None else skip_all[start:end]
             out.append(self.list_scores(h_all[start:end], part_skip).double().cpu()
                        if end > start else torch.empty(0, dtype=torch.float64))
             start = end
         return out
+
+
+@dataclass
+class PreparedPairs:
+    """:meth:`CandidateListModel.prepare_rerank`'s result: each query's candidate count and the padded batches
+    (rows into the flat pairs, CPU tensors)."""
+
+    sizes: list[int]
+    batches: list[tuple[list[int], dict[str, torch.Tensor]]]

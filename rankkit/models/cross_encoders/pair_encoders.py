@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -30,7 +31,8 @@ from rankkit.models.backbone import position_limit, reset_attention_type
 from rankkit.models.base import l2_normalize
 from rankkit.models.cross_encoders import frozen_vectors
 from rankkit.models.cross_encoders.frozen_vectors import FrozenVectors, ids_key
-from rankkit.models.inputs import length_order, pad, tokenize
+from rankkit.models.batching import length_order, pad_rows
+from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool, pool
 
 #: Cached ``bi`` vectors kept at most (a few hundred MB at 384 floats each).
@@ -57,6 +59,24 @@ class PairEncoder(nn.Module, abc.ABC):
     @abc.abstractmethod
     def pair_lengths(self, queries: Sequence[str], texts: Sequence[str]) -> list[int]:
         """A per-pair length used to sort pairs into batches with little padding."""
+
+    def pair_tokens(self, queries: Sequence[str], texts: Sequence[str]) -> "PairTokens":
+        """Each pair tokenised once, with its length: what :meth:`features_for` builds a batch's tensors from
+        (inference). By default the texts themselves, tokenised again per batch by :meth:`features`."""
+        return PairTokens(self.pair_lengths(queries, texts), (list(queries), list(texts)))
+
+    def features_for(self, tokens: "PairTokens", rows: Sequence[int], width: int) -> dict[str, torch.Tensor]:
+        """CPU tensors for :meth:`forward` of pairs ``rows`` of ``tokens``, padded to at least ``width`` tokens."""
+        queries, texts = tokens.data
+        return self.features([queries[i] for i in rows], [texts[i] for i in rows])
+
+
+@dataclass(frozen=True)
+class PairTokens:
+    """Pairs as a pair encoder tokenised them for inference: each pair's ``lengths`` and the encoder's own ``data``."""
+
+    lengths: list[int]
+    data: Any
 
 
 #: How a (query, passage) pair is cut to its token budget (``truncation`` of the cross-encoders).
@@ -135,8 +155,18 @@ class CrossPairEncoder(PairEncoder):
     def pair_lengths(self, queries: Sequence[str], texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids, _ in self._ids(queries, texts)]
 
-    def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+    def pair_tokens(self, queries: Sequence[str], texts: Sequence[str]) -> PairTokens:
         pairs = self._ids(queries, texts)
+        return PairTokens([len(ids) for ids, _ in pairs], pairs)
+
+    def features_for(self, tokens: PairTokens, rows: Sequence[int], width: int) -> dict[str, torch.Tensor]:
+        return self._tensors([tokens.data[i] for i in rows], width)
+
+    def features(self, queries: Sequence[str], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        return self._tensors(self._ids(queries, texts), 0)
+
+    def _tensors(self, pairs: Sequence[tuple[list[int], int]], width: int) -> dict[str, torch.Tensor]:
+        """Input tensors of tokenised pairs, padded to their longest or ``width`` (segment 1 from the passage on)."""
         limit = position_limit(getattr(self.encoder, "config", None))
         longest = max((len(ids) for ids, _ in pairs), default=0)
         if limit is not None and longest > limit:
@@ -144,13 +174,14 @@ class CrossPairEncoder(PairEncoder):
             raise RankkitError(f"a (query, text) input of {longest} tokens exceeds the backbone's {limit} positions "
                                f"(max_position_embeddings): lower the model's lengths (--max-doc-length, "
                                f"--max-query-length, --window, --piece-length or rerank --max-length)")
-        input_ids, attention = pad([ids for ids, _ in pairs], int(self.tokenizer.pad_token_id or 0))
+        input_ids, attention = pad_rows([ids for ids, _ in pairs], max(longest, width),
+                                        int(self.tokenizer.pad_token_id or 0))
         feats = {"input_ids": input_ids, "attention_mask": attention}
         if self._uses_segments:
-            segments = torch.zeros_like(input_ids)
-            for row, (ids, head) in enumerate(pairs):
-                segments[row, head: len(ids)] = 1  # passage tokens and the final [SEP]
-            feats["token_type_ids"] = segments
+            columns = torch.arange(input_ids.shape[1])[None, :]
+            heads = torch.tensor([head for _, head in pairs], dtype=torch.long)[:, None]
+            # Passage tokens and the final [SEP]: from the end of the query part to the pair's last token.
+            feats["token_type_ids"] = ((columns >= heads) & attention.bool()).long()
         return feats
 
     def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -30,7 +30,8 @@ import torch
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models.cross_encoders.pair_encoders import CrossPairEncoder
-from rankkit.models.inputs import length_order, tokenize
+from rankkit.models.batching import length_order
+from rankkit.models.inputs import tokenize
 
 #: Tokens of a document read before splitting when no limit is given (the fast tokenizers take a
 #: 32-bit length; real documents are far shorter).
