@@ -12,6 +12,13 @@ from rankkit.cli.app import app
 from rankkit.cli.model_options import PANEL, model_options_of, model_settings, train_options
 
 
+def _workers(value: Optional[str]) -> Optional[int]:
+    """``--workers``: auto (None) or a number of processes (one line for anything else)."""
+    from rankkit.training.loader import workers_setting
+
+    return workers_setting(value)
+
+
 @app.command("train")
 @model_options_of("train", train_options, PANEL)
 def train_command(
@@ -56,7 +63,7 @@ def train_command(
     init_checkpoint: Optional[str] = typer.Option(None, "--init-checkpoint", help="Start from this rankkit checkpoint's weights (a folder or hub id ORG/NAME[@REVISION]; same model, or one with a compatible encoder) with a fresh optimiser and schedule; without --backbone the model is built on the checkpoint's own encoder."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute the transformer blocks' activations in the backward pass: less memory, about one more forward pass per step."),
     precision: str = typer.Option("auto", "--precision", help="auto (bf16 on GPUs with bf16, else fp16; on a CPU bf16 where it is native, else fp32: logged and recorded in rankkit.json); fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only). Weights and checkpoints stay fp32."),
-    workers: int = typer.Option(0, "--workers", help="Processes preparing batches ahead of the training thread (0: on it); same batches either way."),
+    workers: Optional[str] = typer.Option("auto", "--workers", callback=_workers, help="Processes preparing batches ahead of the training thread (0: on it); same batches either way. auto: on CUDA enough to keep the GPU fed (half the cores, at most 4), on a CPU 0 (logged and recorded in rankkit.json)."),
     whole_lists: bool = typer.Option(False, "--whole-lists", help="Each group's whole candidate list in teacher order (up to --group-size), not 1 positive + sampled negatives; teacher scores from the groups (rankkit mine --teacher-list K). For ranknet/kl/hinge distillation (Set-Encoder §4.3)."),
     report_to: list[str] = typer.Option([], "--report-to", help="Also send the loss and dev metrics to: tensorboard (event files in OUTPUT/tensorboard/; needs pip install tensorboard). OUTPUT/metrics.csv and OUTPUT/training.png are always written."),
     **model_options: Any,

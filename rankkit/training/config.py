@@ -68,9 +68,9 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     #: Start from this rankkit checkpoint's weights (fresh optimiser and schedule; :mod:`rankkit.training.warm_start`).
     init_checkpoint: ModelReference | None = None
-    #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread
-    #: (:mod:`rankkit.training.loader`).
-    workers: int = 0
+    #: Processes preparing (sampling, collating, tokenising) batches ahead; 0 = on the training thread; None =
+    #: auto (CUDA: enough to keep the GPU fed; CPU: 0; :func:`rankkit.training.loader.resolve_workers`).
+    workers: int | None = None
     #: Each group's whole list in teacher order instead of 1 positive + sampled negatives
     #: (:mod:`rankkit.training.lists`; Set-Encoder distillation).
     whole_lists: bool = False

@@ -64,6 +64,39 @@ def check_workers(workers: int) -> int:
     return int(workers)
 
 
+#: Most worker processes ``--workers auto`` starts on CUDA (a mono step of 8 x 8 x 256 tokens needs ~2 to keep an
+#: H200 fed: 0.049 s a step with 2 vs 0.077 s tokenising on the training thread; docs/RESULTS.md issue 36).
+AUTO_CUDA_WORKERS = 4
+
+
+def resolve_workers(workers: int | None, device: torch.device) -> tuple[int, str]:
+    """``--workers`` (None: auto) and why: on CUDA enough processes to prepare batches while the GPU runs the
+    step (half the usable cores, 1 to :data:`AUTO_CUDA_WORKERS`); on the CPU 0, since worker processes would take
+    cores from the training step itself (a 2-core machine has none to spare)."""
+    if workers is not None:
+        return check_workers(workers), "as given"
+    if device.type != "cuda":
+        return 0, "CPU training: batches are prepared on the training thread (workers would take its cores)"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    chosen = max(1, min(AUTO_CUDA_WORKERS, cores // 2))
+    return chosen, f"CUDA: {chosen} processes prepare batches while the GPU runs the step ({cores} cores)"
+
+
+def workers_setting(value: object) -> int | None:
+    """A ``--workers`` value (``auto``, a number, or already an int/None) as the setting: None for auto."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    if isinstance(value, bool):
+        raise RankkitError(f"--workers must be auto or a number of processes, got {value!r}")
+    try:
+        number = int(value) if isinstance(value, (int, str)) else None
+    except ValueError:
+        number = None
+    if number is None:
+        raise RankkitError(f"--workers must be auto or a number of processes, got {value!r}")
+    return check_workers(number)
+
+
 def step_batches(batches: MicroBatches, model: RankingModel, start: int, stop: int, *,
                  workers: int = 0) -> Iterator[list[GroupBatch]]:
     """Prepared micro-batches of steps ``start .. stop - 1`` in order; ``workers`` > 0 prepares them

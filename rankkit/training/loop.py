@@ -46,7 +46,7 @@ from rankkit.training.dev import evaluate_groups
 from rankkit.training.distributed import Dist, init_distributed, params_digest
 from rankkit.training.frozen import precompute_frozen_features
 from rankkit.training.lists import check_list_loss, list_teacher
-from rankkit.training.loader import step_batches
+from rankkit.training.loader import resolve_workers, step_batches
 from rankkit.training.objective import DistillationObjective, Teacher, TrainingObjective
 from rankkit.training.optim import build_optimizer, lr_schedule, seed_everything, warmup_steps
 from rankkit.training.sampling import MicroBatches, TeacherScores, TeacherSource
@@ -169,6 +169,10 @@ class Trainer:
             precision, why = resolve_precision("auto", dist.device, sum(p.numel() for p in self.model.parameters()))
             self.config = replace(config, precision=precision)
             self.precision_reason = f" (--precision auto: {why})"
+        # --workers auto: processes preparing batches on CUDA, none on the CPU (logged and recorded).
+        workers, why = resolve_workers(self.config.workers, dist.device)
+        self.workers_reason = "" if self.config.workers is not None else f" (--workers auto: {why})"
+        self.config = replace(self.config, workers=workers)
         # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
         # fp32 needs nothing: a disabled scaler passes losses and steps through unchanged.
         self.scaler = torch.amp.GradScaler(dist.device.type, enabled=self.config.precision == "fp16")
@@ -284,7 +288,7 @@ class Trainer:
             "seed": c.seed, "loss": self.loss.name, "teacher": None if c.teacher is None else str(c.teacher),
             "teacher_checkpoint": None if c.teacher_checkpoint is None else str(c.teacher_checkpoint),
             "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
-            "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing,
+            "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing, "workers": c.workers,
             "init_checkpoint": None if c.init_checkpoint is None else str(c.init_checkpoint),
             "distillation": None if c.teacher_checkpoint is None else c.distillation,
             # Only when set: a run with the default linear decay to 0 writes the same record as before.
@@ -368,7 +372,8 @@ class Trainer:
                 rs.append_log(self.output / rs.TRAIN_LOG, self.warm_start.record())
             log(f"training {self.model.name} on {len(self.groups):,} groups: {self.total_steps:,} steps of "
                 f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
-                f"{self.warmup} steps, device {dist.device}, {c.precision}{self.precision_reason}"
+                f"{self.warmup} steps, device {dist.device}, {c.precision}{self.precision_reason}, "
+                f"{c.workers} batch workers{self.workers_reason}"
                 + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} ({c.distillation}, alpha {c.alpha:g})" if self.kd_teacher else ""))
         # metrics.csv, training.png and TensorBoard (rank 0), continued from a resumed run's rows.

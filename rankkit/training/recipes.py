@@ -78,6 +78,7 @@ def train_kinds() -> dict[str, Any]:
 
     hints = typing.get_type_hints(TrainConfig)
     kinds = {name: kind_of(hint) for name, hint in hints.items() if name != "model_options"}
+    kinds["workers"] = Worded(int, ("auto",))  # workers = "auto" or a number of processes
     for cls in MODELS.values():
         for spec in cls.config_class.model_options():
             kinds.setdefault(spec.name, Worded(spec.kind, tuple(spec.words)) if spec.words else spec.kind)
@@ -202,7 +203,9 @@ def format_settings(merged: Mapping[str, Any], recipe: Recipe | None) -> str:
             lines += [f"{key} = {_toml_value(what)}" for key, what in recipe.requires.items()]
     lines.append("[train]")
     for key, value in merged.items():
-        if value is None or value == []:
+        if key == "workers" and value is None:
+            lines.append('workers = "auto"')
+        elif value is None or value == []:
             lines.append(f"# {key}: not set (the model's default or none)")
         else:
             lines.append(f"{key} = {_toml_value(value)}")

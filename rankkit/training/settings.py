@@ -60,6 +60,11 @@ def _convert(key: str, value: Any, hint: Any) -> Any:
     def wrong(expected: str) -> RankkitError:
         return RankkitError(f"train(): {key} must be {expected}, got {value!r}")
 
+    if key == "workers":  # auto (None) or a number of processes
+        from rankkit.training.loader import workers_setting
+
+        return workers_setting(value)
+
     return recipes.convert_setting(value, recipes.kind_of(hint), wrong)
 
 
@@ -119,7 +124,7 @@ def model_options(cls: type[RankingModel], settings: Mapping[str, Any], source: 
                 raise RankkitError(f"{API}: {key!r} is neither a rankkit train setting (rankkit train --help) nor a "
                                    f"setting of model {cls.name} (its settings: {names})")
             raise RankkitError(f"{source}: key {key!r} is not a setting of model {cls.name} (its settings: {names})")
-        out[key] = own[key].check(value, cls.name, key)
+        out[key] = own[key].check(value, cls.name, key, strict=True)  # typed in a recipe, as rankkit.json
     return out
 
 
@@ -141,7 +146,10 @@ def finish_config(values: Mapping[str, Any], options: Mapping[str, Any], recipe:
         if not values[key]:
             raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
     check_output_dir(values["output"], "--output")
-    settings = {**values, "alpha": 0.5 if values["alpha"] is None else values["alpha"],
+    from rankkit.training.loader import workers_setting
+
+    settings = {**values, "workers": workers_setting(values["workers"]),
+                "alpha": 0.5 if values["alpha"] is None else values["alpha"],
                 "distillation": values["distillation"] or "eq12", "train": list(values["train"])}
     return TrainConfig(**settings, model_options=dict(options))
 

@@ -90,3 +90,30 @@ def test_cli_workers_option(cli: Any, data: dict[str, Path], tmp_path: Path) -> 
     assert losses(tmp_path / "a") == losses(tmp_path / "b")
     bad = cli(*args, "--output", tmp_path / "c", "--workers", -1)
     assert bad.code == 2 and "--workers must be at least 0" in bad.stderr
+
+
+def test_workers_auto_is_none_on_the_cpu_and_processes_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workers auto`` (issue 36): 0 on a CPU (workers would take the training step's cores), on CUDA enough
+    processes to keep the GPU fed (half the usable cores, 1 to 4); a number is taken as given."""
+    from rankkit.training.loader import AUTO_CUDA_WORKERS, resolve_workers, workers_setting
+
+    assert resolve_workers(None, torch.device("cpu"))[0] == 0
+    for cores, expected in ((1, 1), (2, 1), (6, 3), (16, AUTO_CUDA_WORKERS), (128, AUTO_CUDA_WORKERS)):
+        monkeypatch.setattr("os.sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert resolve_workers(None, torch.device("cuda"))[0] == expected
+    assert resolve_workers(3, torch.device("cuda")) == (3, "as given")
+    assert [workers_setting(v) for v in ("auto", "AUTO", None, "2", 0)] == [None, None, None, 2, 0]
+    for bad in ("lots", "-1", 1.5, True):
+        with pytest.raises(RankkitError, match="--workers"):
+            workers_setting(bad)
+
+
+def test_workers_auto_is_recorded(data: dict[str, Path], tmp_path: Path, cli: Any) -> None:
+    """The command's default is auto; what it chose is in rankkit.json and the training log line."""
+    result = cli("train", "--model", "repbert", "--train", data["groups"], "--backbone", data["backbone"], "--output",
+                 tmp_path / "out", "--max-steps", "2", "--batch-size", "2", "--group-size", "2", "--device", "cpu")
+    assert result.code == 0, result.stderr
+    assert json.loads((tmp_path / "out" / "rankkit.json").read_text())["training"]["workers"] == 0
+    assert "0 batch workers (--workers auto: CPU training" in result.stderr
+    bad = cli("train", "--model", "repbert", "--train", data["groups"], "--output", tmp_path / "bad", "--workers", "x")
+    assert bad.code == 2 and bad.stderr.strip() == "rankkit: error: --workers must be auto or a number of processes, got 'x'"
