@@ -216,10 +216,10 @@ def check_hub() -> Check:
     if version is None:
         return Check("Hugging Face hub", False, "huggingface_hub not installed: only local model folders work",
                      "pip install huggingface_hub", required=False)
-    from rankkit.hub import offline
+    from rankkit.hub import hub_cache, offline
 
     home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    cache = hub_cache()  # the folder rankkit passes to huggingface_hub
     mode = "offline (HF_HUB_OFFLINE): cached ids only" if offline() else \
         f"online ({os.environ.get('HF_ENDPOINT') or 'https://huggingface.co'})"
     token = "token set" if os.environ.get("HF_TOKEN") or os.path.isfile(os.path.join(home, "token")) else "no token"

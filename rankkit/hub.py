@@ -28,15 +28,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, NewType
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, excerpt
 
 #: A setting that holds a model reference (a folder, given as a string or path, or a hub id): settings
 #: readers accept ``os.PathLike`` values for it and keep them as strings.
 ModelReference = NewType("ModelReference", str)
 
-#: ``ORG/NAME`` (or a legacy one-part ``NAME``) with an optional ``@REVISION``, as the hub spells them.
+#: ``ORG/NAME`` (or a legacy one-part ``NAME``) with an optional ``@REVISION``, as the hub spells them
+#: (the shape only: :func:`hub_id_problem` applies the hub's and git's rules).
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?)"
                     r"(?:@(?P<revision>[A-Za-z0-9_./-]{1,200}))?$")
+#: One part of a repository id (an organisation or a name), as the hub allows it.
+_REPO_PART = re.compile(r"^[A-Za-z0-9_.-]{1,96}$")
+#: Characters git refuses in a ref name (besides control characters and whitespace).
+_REF_FORBIDDEN = set("~^:?*[\\")
+#: Longest revision the hub accepts; a ref file holds a 40-hex commit and at most this much is read of one.
+MAX_REVISION = 255
+REF_BYTES = 256
 #: The repository files rankkit loads (fnmatch patterns over repo paths; top level and the numbered
 #: sentence-transformers module folders only, so a repo's onnx/ or openvino/ copies are not fetched).
 ALLOW_PATTERNS: tuple[str, ...] = (
@@ -90,7 +98,81 @@ class ModelSource:
 
 def looks_like_hub_id(text: str) -> bool:
     """True when ``text`` can name a hub repository (a relative path of one or two parts can too)."""
-    return HUB_ID.match(text) is not None and not text.startswith((".", "~"))
+    parts = hub_parts(text)
+    return parts is not None and HUB_ID.match(text) is not None and hub_id_problem(*parts) is None
+
+
+def hub_parts(text: str) -> tuple[str, str | None] | None:
+    """``(repo_id, revision)`` of a reference meant as a hub id, or None for one that can only be a path
+    (absolute, ``./``, ``~``, or of more than two parts before any ``@``). The parts are not checked yet."""
+    if not text or text.startswith(("/", ".", "~")) or os.sep != "/" and text.startswith(os.sep):
+        return None
+    repo, at, revision = text.partition("@")
+    if repo.count("/") > 1 or not repo:
+        return None
+    return repo, (revision if at else None)
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why ``revision`` is neither a commit hash nor a branch or tag name by git's rules
+    (``git check-ref-format``), or None. Checked before huggingface_hub sees it: the hub library joins
+    a revision onto its cache folder (``refs/REVISION``), so ``../../x`` or ``/dev/zero`` would name
+    any file on the machine."""
+    if _COMMIT.match(revision):
+        return None
+    if not revision:
+        return "the revision after '@' is empty"
+    if len(revision) > MAX_REVISION:
+        return f"a revision is at most {MAX_REVISION} characters, this one has {len(revision):,}"
+    bad = sorted({ch for ch in revision if ch in _REF_FORBIDDEN or ch.isspace() or not ch.isprintable()})
+    if bad:
+        return f"a revision cannot hold {', '.join(repr(ch) for ch in bad[:4])}"
+    if revision.startswith("/") or revision.endswith("/") or "//" in revision:
+        return "a revision cannot start or end with '/' or hold '//'"
+    if ".." in revision:
+        return "a revision cannot hold '..'"
+    if revision == "@" or "@{" in revision:
+        return "a revision cannot be '@' or hold '@{'"
+    if revision.endswith("."):
+        return "a revision cannot end with '.'"
+    for part in revision.split("/"):
+        if part.startswith(".") or part.endswith(".lock"):
+            return f"no part of a revision can start with '.' or end with '.lock' ({part[:40]!r})"
+    return None
+
+
+def hub_id_problem(repo_id: str, revision: str | None = None) -> str | None:
+    """Why ``repo_id`` (with ``revision``) is not a valid Hugging Face model id, or None (the hub's rules:
+    ``ORG/NAME``, letters, digits, ``-``, ``_`` and ``.``, no ``--`` or ``..``; the revision by git's)."""
+    parts = repo_id.split("/")
+    if len(parts) > 2:
+        return "a model id has at most one '/' (ORG/NAME)"
+    for part in parts:
+        if not _REPO_PART.match(part):
+            return (f"{part[:40]!r} is not a repository or organisation name (letters, digits, '-', '_' and '.', "
+                    "1 to 96 of them)")
+        if part[0] in "-." or part[-1] in "-.":
+            return f"{part!r} must start and end with a letter, a digit or '_'"
+        if "--" in part or ".." in part:
+            return f"'--' and '..' are not allowed in a repository name ({part!r})"
+    if repo_id.endswith(".git"):
+        return "a repository name cannot end with '.git'"
+    return revision_problem(revision) if revision is not None else None
+
+
+def hub_cache() -> Path:
+    """The Hugging Face hub cache, as an absolute path: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else
+    ``${XDG_CACHE_HOME:-~/.cache}/huggingface/hub`` (a relative ``XDG_CACHE_HOME`` is ignored, as the XDG
+    specification says; relative ``HF_*`` folders are taken from the working folder once, here)."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return Path(os.path.abspath(os.path.expanduser(explicit)))
+    home = os.environ.get("HF_HOME")
+    if home:
+        return Path(os.path.abspath(os.path.expanduser(home))) / "hub"
+    xdg = os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "huggingface" / "hub"
 
 
 def offline() -> bool:
@@ -125,8 +207,13 @@ def resolve_model(reference: str | os.PathLike[str], *, option: str = "--checkpo
     if os.path.lexists(local):
         hub = cache_snapshot_source(local)
         return ModelSource(local, text, *(hub[0], None, hub[1]) if hub else (None, None, None))
-    if not looks_like_hub_id(text):
+    parts = hub_parts(text)
+    if parts is None:
         raise InputError(local, None, f"no such {what} folder")
+    problem = hub_id_problem(*parts)
+    if problem is not None:  # the one gate: nothing malformed reaches huggingface_hub
+        raise RankkitError(f"{option} {excerpt(text)[1:-1]}: no {what} folder of that name, and not a Hugging Face "
+                           f"model id: {problem}")
     with _LOCK:
         known = _RESOLVED.get(text)
         if known is None:
@@ -135,16 +222,46 @@ def resolve_model(reference: str | os.PathLike[str], *, option: str = "--checkpo
 
 
 def _from_hub(text: str, option: str, what: str) -> ModelSource:
-    match = HUB_ID.match(text)
-    assert match is not None
-    repo_id, revision = match.group("repo"), match.group("revision")
-    folder = Path(_download(repo_id, revision, text, option, what))
+    parts = hub_parts(text)
+    assert parts is not None
+    repo_id, revision = parts
+    cache = hub_cache()
+    storage = cache / f"models--{repo_id.replace('/', '--')}"
+    _check_ref(storage, revision or "main", text, option)
+    folder = _inside_cache(Path(_download(repo_id, revision, text, option, what, cache)), storage, text, option)
     _require_safetensors(folder, repo_id, revision)
     return ModelSource(folder, text, repo_id, revision, folder.name if _COMMIT.match(folder.name) else None)
 
 
-def _download(repo_id: str, revision: str | None, text: str, option: str, what: str) -> str:
-    """``snapshot_download`` of :data:`ALLOW_PATTERNS`, its errors turned into one line each."""
+def _check_ref(storage: Path, revision: str, text: str, option: str) -> None:
+    """A cached ``refs/REVISION`` file, read bounded, must hold a commit hash: huggingface_hub reads it whole
+    and joins what it holds onto ``snapshots/`` (a link to ``/dev/zero``, or ``../../x`` written into it)."""
+    from rankkit.files.limits import read_bounded
+
+    if _COMMIT.match(revision):
+        return
+    ref = storage / "refs" / revision
+    if not os.path.lexists(ref):
+        return
+    raw = read_bounded(ref, limit=REF_BYTES, within=storage / "refs")
+    if not _COMMIT.match(raw.decode("ascii", errors="replace")):
+        raise InputError(ref, None, f"({option} {excerpt(text)[1:-1]}) a Hugging Face cache ref file that does not "
+                                    "hold a commit hash; remove it, or the repository's cache folder, and download again")
+
+
+def _inside_cache(folder: Path, storage: Path, text: str, option: str) -> Path:
+    """``folder`` (what huggingface_hub returned) when it is a snapshot of ``storage`` in the cache; else one line."""
+    snapshots = os.path.realpath(storage / "snapshots")
+    real = os.path.realpath(folder)
+    if (Path(os.path.abspath(folder)).parent != Path(os.path.abspath(storage / "snapshots"))
+            or not _COMMIT.match(folder.name) or os.path.dirname(real) != snapshots):
+        raise RankkitError(f"{option} {excerpt(text)[1:-1]}: the Hugging Face cache resolved it to {excerpt(str(folder))}, "
+                           f"not a snapshot folder inside {storage}; refusing to load it")
+    return folder
+
+
+def _download(repo_id: str, revision: str | None, text: str, option: str, what: str, cache_dir: Path) -> str:
+    """``snapshot_download`` of :data:`ALLOW_PATTERNS` into ``cache_dir``, its errors turned into one line each."""
     try:
         import huggingface_hub
         from huggingface_hub import errors
@@ -152,15 +269,16 @@ def _download(repo_id: str, revision: str | None, text: str, option: str, what: 
         raise RankkitError(f"{option} {text}: loading a model by hub id needs huggingface_hub "
                            "(pip install huggingface_hub), or give a local folder") from None
     local_only = offline()
-    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    cache = str(cache_dir)
     missing = (f"{option} {text}: no local {what} folder of that name, and the Hugging Face model {repo_id}"
                f"{'@' + revision if revision else ''} is not in the cache ({cache})")
     try:
         with _DownloadProgress(repo_id) as progress:
             return str(huggingface_hub.snapshot_download(
                 repo_id, revision=revision, allow_patterns=list(ALLOW_PATTERNS), local_files_only=local_only,
-                tqdm_class=progress.bar_class, library_name="rankkit"))
+                cache_dir=cache, tqdm_class=progress.bar_class, library_name="rankkit"))
+    except errors.HFValidationError as err:  # the gate above keeps these out; a rule it does not know yet
+        raise RankkitError(f"{option} {text}: not a Hugging Face model id: {' '.join(str(err).split())[:200]}") from None
     except errors.RevisionNotFoundError:
         raise RankkitError(f"{option} {text}: the Hugging Face model {repo_id} has no revision {revision!r}") from None
     except errors.GatedRepoError:
@@ -185,7 +303,10 @@ def _download(repo_id: str, revision: str | None, text: str, option: str, what: 
         raise RankkitError(f"{option} {text}: downloading {repo_id} into {cache} failed: "
                            f"{err.strerror or ' '.join(str(err).split())[:200]}") from None
     except Exception as err:  # httpx transport errors (a connection dropped mid-file) are no OSError
-        if type(err).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "huggingface_hub"):
+        if type(err).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore"):
+            if type(err).__module__.split(".")[0] == "huggingface_hub":  # not a transfer: rerunning cannot help
+                raise RankkitError(f"{option} {text}: the Hugging Face hub library refused {repo_id} "
+                                   f"({type(err).__name__}: {' '.join(str(err).split())[:160]})") from None
             raise
         raise RankkitError(f"{option} {text}: downloading {repo_id} from {_endpoint()} failed "
                            f"({type(err).__name__}: {' '.join(str(err).split())[:160]}); run again to resume") from None
@@ -321,4 +442,5 @@ class _DownloadProgress:
 
 
 __all__ = ["ALLOW_PATTERNS", "DEFAULT_BACKBONE_REPO", "ModelReference", "ModelSource", "cache_snapshot_source",
-           "looks_like_hub_id", "offline", "references", "resolve_model", "weights_sha256"]
+           "hub_cache", "hub_id_problem", "hub_parts", "looks_like_hub_id", "revision_problem", "offline",
+           "references", "resolve_model", "weights_sha256"]

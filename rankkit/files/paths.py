@@ -38,9 +38,13 @@ def first_existing(path: Path) -> Path:
 
 
 def user_cache_root() -> Path:
-    """rankkit's cache folder: ``$RANKKIT_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``."""
+    """rankkit's cache folder, always absolute: ``$RANKKIT_CACHE_DIR`` (a relative one taken from the working
+    folder), else ``${XDG_CACHE_HOME:-~/.cache}/rankkit``. A relative ``XDG_CACHE_HOME`` is ignored, as the XDG
+    specification says, so a stray one never puts caches into whatever folder a command runs in."""
     explicit = os.environ.get("RANKKIT_CACHE_DIR")
     if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(os.path.abspath(os.path.expanduser(explicit)))
+    base = os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "")
+    if not os.path.isabs(base):
+        base = str(Path.home() / ".cache")
     return Path(base) / "rankkit"

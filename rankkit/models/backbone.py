@@ -70,12 +70,50 @@ def resolve_backbone(reference: str | os.PathLike[str] | ModelSource | None) -> 
     return folder
 
 
-def load_tokenizer(folder: str | os.PathLike[str]) -> Any:
-    """The tokenizer saved in ``folder`` (local files only)."""
+def load_tokenizer(folder: str | os.PathLike[str], tokenizer_class: str | None = None) -> Any:
+    """The tokenizer saved in ``folder`` (local files only; ``tokenizer_class``: a transformers class name
+    to load it with instead of ``AutoTokenizer``), checked to be a real one (:func:`check_tokenizer`)."""
+    loader = AutoTokenizer if tokenizer_class is None else getattr(transformers, tokenizer_class)
     try:
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+        tokenizer = loader.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError) as err:
-        raise InputError(folder, None, f"cannot load a tokenizer: {' '.join(str(err).split())}") from None
+        raise InputError(folder, None, f"cannot load a tokenizer: {' '.join(str(err).split())[:300]}") from None
+    check_tokenizer(tokenizer, Path(folder))
+    return tokenizer
+
+
+def embedding_rows(folder: Path) -> int | None:
+    """The vocabulary size (token embedding rows) a folder's config.json declares: its own ``vocab_size``, or
+    that of the encoder config a rankkit encoder + head checkpoint nests; None when it declares none."""
+    path = folder / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = safe_loading.read_settings(path, folder)
+    except InputError:
+        return None  # the folder's own checks word a broken config
+    if not isinstance(config, dict):
+        return None
+    nested = config.get("encoder_config")
+    value = (nested if isinstance(nested, dict) else config).get("vocab_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def check_tokenizer(tokenizer: Any, folder: Path) -> None:
+    """Refuse a tokenizer that is not the model's: one whose vocabulary is missing (transformers then builds
+    one of the special tokens alone, and every word becomes [UNK]: scores that look fine and mean nothing),
+    or whose ids run past the model's token embeddings, or cover under half of them."""
+    size = len(tokenizer)
+    special = len(set(getattr(tokenizer, "all_special_ids", ()) or ()))
+    rows = embedding_rows(folder)
+    if size <= special or rows is not None and size < rows // 2:
+        expected = f" for a model of {rows:,} token embeddings" if rows is not None else ""
+        raise InputError(folder, None, f"its tokenizer has {size:,} tokens ({special} special){expected}: its "
+                                       "vocabulary file (tokenizer.json, vocab.txt, ...) is missing or not the model's; "
+                                       "refusing to score with it")
+    if rows is not None and size > rows:
+        raise InputError(folder, None, f"its tokenizer has {size:,} tokens, more than the model's {rows:,} token "
+                                       "embeddings: not the model's tokenizer; refusing to score with it")
 
 
 def _require_safetensors(path: Path) -> None:

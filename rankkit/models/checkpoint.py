@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.files import atomic_write, staging_dir
 from rankkit.files.limits import read_json as read_bounded_json
 from rankkit.hub import ModelSource, resolve_model
@@ -55,8 +55,18 @@ def read_meta(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.exists():
         raise InputError(path, None, "no such checkpoint folder")
     meta = read_json(path / RANKKIT_JSON)
+    source = path / RANKKIT_JSON
     if "model" not in meta or "hparams" not in meta:
-        raise InputError(path / RANKKIT_JSON, None, "not a rankkit checkpoint (no 'model'/'hparams')")
+        raise InputError(source, None, "not a rankkit checkpoint (no 'model'/'hparams')")
+    version = meta.get("format", FORMAT_VERSION)  # rankkit 0.1 wrote 1; a folder without it is read as 1
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise InputError(source, None, f"format {excerpt(version)} is not a checkpoint format this rankkit reads "
+                                       f"(1 to {FORMAT_VERSION}; a newer rankkit wrote it?)")
+    for key in ("model", "provider"):
+        if key in meta and not isinstance(meta[key], str):
+            raise InputError(source, None, f"{key!r} = {excerpt(meta[key])} is not a name")
+    if not isinstance(meta["hparams"], dict):
+        raise InputError(source, None, "'hparams' is not an object")
     return meta
 
 
@@ -168,8 +178,9 @@ def load_for_inference(model_name: str, checkpoint: str | os.PathLike[str] | Non
     from rankkit.models import lightning_ir
 
     if lightning_ir.is_lightning_ir(path):
-        model = lightning_ir.load(path, model_name)
+        model = lightning_ir.load(path, model_name)  # checked there (safe_loading.check_lightning_ir)
     else:
+        safe_loading.check_hf_folder(path)  # the same checks as a rankkit or lightning-ir folder, before reading it
         check_folder_kind(cls, path, source.reference)
         model = cls.zero_shot(path)
     model.eval()

@@ -76,8 +76,13 @@ class OptionSpec:
         return "model's rule" if self.default is None else str(self.default).lower() \
             if isinstance(self.default, bool) else str(self.default)
 
-    def check(self, value: Any, model: str, flag: str | None = None) -> Any:
-        """``value`` converted to this setting's type and checked (choices, range, finite)."""
+    def check(self, value: Any, model: str, flag: str | None = None, *, strict: bool = False) -> Any:
+        """``value`` converted to this setting's type and checked (choices, range, finite).
+
+        A boolean is never a number (``true`` would be 1). ``strict`` (settings read from a file: a
+        checkpoint's rankkit.json, a recipe): the value must already have the setting's type, so a string
+        is not read as a number nor a number as a string; the command line's text is converted.
+        """
         flag = flag or self.primary_flag
         if isinstance(value, str) and value.strip().lower() in self.words:
             return self.words[value.strip().lower()]
@@ -90,6 +95,8 @@ class OptionSpec:
                 if not isinstance(value, bool):
                     raise ValueError(value)
                 converted: Any = value
+            elif isinstance(value, bool) or strict and not isinstance(value, _STRICT_TYPES[self.kind]):
+                raise ValueError(value)
             elif self.kind is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)  # int(2.5) would silently be 2; int(inf) an OverflowError
             else:
@@ -111,6 +118,10 @@ class OptionSpec:
                 shown = str(converted) if len(str(converted)) <= 24 else f"{float(converted):.3g}"
                 raise RankkitError(f"{flag} must be at most {maximum:g} for model {model}, got {shown}")
         return converted
+
+
+#: The JSON/TOML types a setting of each kind accepts from a file (an integral float is a whole number).
+_STRICT_TYPES: dict[type, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), bool: (bool,)}
 
 
 def _unwrap(annotation: Any) -> tuple[type, bool, tuple[str, ...]]:
@@ -199,7 +210,7 @@ class ModelConfig:
         if unknown:
             raise InputError(source, None, f"unknown {cls.__name__} setting(s): {', '.join(unknown)}")
         try:
-            values: dict[str, Any] = {k: specs[k].check(v, cls.__name__) if v is not None else None
+            values: dict[str, Any] = {k: specs[k].check(v, cls.__name__, strict=True) if v is not None else None
                                       for k, v in data.items()}
         except RankkitError as err:
             raise InputError(source, None, str(err)) from None

@@ -30,9 +30,11 @@ from typing import Any
 
 import torch
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.files.limits import read_json
 from rankkit.models import backbone as bb
+from rankkit.models import safe_loading
+from rankkit.models.config import MAX_INT_SETTING
 from rankkit.models.base import RankingModel
 
 #: lightning-ir model types rankkit reads, and the rankkit model each becomes (``cross-encoder`` is the
@@ -75,22 +77,31 @@ def load(folder: str | Path, expect: str) -> RankingModel:
         raise InputError(path, None, "not a lightning-ir checkpoint (config.json has no backbone_model_type)")
     kind = str(config.get("model_type"))
     if kind not in MODEL_TYPES:
-        raise InputError(path, None, f"lightning-ir model type {kind!r} is not one rankkit reads "
+        raise InputError(path, None, f"lightning-ir model type {excerpt(kind)} is not one rankkit reads "
                                      f"({', '.join(MODEL_TYPES)})")
     if MODEL_TYPES[kind] != expect:
         raise RankkitError(f"{path} is a lightning-ir {kind} checkpoint: re-rank it with --model {MODEL_TYPES[kind]}, "
                            f"not {expect}")
     _check_supported(path, config)
+    # The same checks as every other model folder (files inside it and regular, the size its config implies
+    # against its weights, no remote code), before anything is built.
+    safe_loading.check_lightning_ir(path)
     cls = get_model_class(expect)
-    settings: dict[str, Any] = {"max_query_length": int(config["query_length"]),
-                                "max_doc_length": int(config["doc_length"]), "truncation": "lightning-ir",
+    source = path / "config.json"
+    settings: dict[str, Any] = {"max_query_length": _whole(config, "query_length", source),
+                                "max_doc_length": _whole(config, "doc_length", source), "truncation": "lightning-ir",
                                 "encoder": "cross", "hidden": 0}
     if kind == "set-encoder":
-        settings["interaction_token"] = "int" if config.get("add_extra_token") else "cls"
-        settings["max_set_size"] = int(config.get("depth") or 100)
+        settings["interaction_token"] = "int" if _flag(config, "add_extra_token", source) else "cls"
+        depth = config.get("depth")
+        settings["max_set_size"] = _whole(config, "depth", source) if depth is not None else 100
     else:
         settings["hf_head"] = False
-    rankkit_config = cls.config_class.build(settings, expect)
+    _flag(config, "sample_missing_docs", source)
+    try:
+        rankkit_config = cls.config_class.build(settings, expect)
+    except RankkitError as err:  # a value in range for lightning-ir but not for rankkit's model
+        raise InputError(source, None, str(err)) from None
     rankkit_config.backbone = str(config.get("_name_or_path") or path.name)
     encoder = _backbone(path, config)
     model = cls(encoder, _tokenizer(path), rankkit_config)  # type: ignore[call-arg]
@@ -100,14 +111,36 @@ def load(folder: str | Path, expect: str) -> RankingModel:
     return model
 
 
+def _whole(config: dict[str, Any], key: str, source: Path) -> int:
+    """``config[key]`` as a token count: a JSON integer (not a boolean, not a string) from 1 to 2^20."""
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT_SETTING:
+        raise InputError(source, None, f"{key} = {excerpt(value)} is not a whole number from 1 to {MAX_INT_SETTING:,}")
+    return value
+
+
+def _flag(config: dict[str, Any], key: str, source: Path) -> bool:
+    """``config[key]`` as a switch: true, false or absent (null)."""
+    value = config.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise InputError(source, None, f"{key} = {excerpt(value)} is not true or false")
+    return bool(value)
+
+
 def _check_supported(path: Path, config: dict[str, Any]) -> None:
+    source = path / "config.json"
+    for key in ("backbone_model_type", "pooling_strategy", "scoring_strategy"):
+        if config.get(key) is not None and not isinstance(config.get(key), str):
+            raise InputError(source, None, f"{key} = {excerpt(config.get(key))} is not a name")
+    for key in ("use_adapter", "linear_bias", "_bert_pool"):
+        _flag(config, key, source)
     problems = []
     if config.get("backbone_model_type") not in BACKBONES:
-        problems.append(f"backbone {config.get('backbone_model_type')!r} (rankkit reads {', '.join(BACKBONES)})")
+        problems.append(f"backbone {excerpt(config.get('backbone_model_type'))} (rankkit reads {', '.join(BACKBONES)})")
     if config.get("pooling_strategy", "first") != "first" or config.get("_bert_pool"):
-        problems.append(f"pooling {config.get('pooling_strategy')!r} (rankkit reads first: the [CLS] vector)")
+        problems.append(f"pooling {excerpt(config.get('pooling_strategy'))} (rankkit reads first: the [CLS] vector)")
     if config.get("scoring_strategy", "rank") != "rank":
-        problems.append(f"scoring {config.get('scoring_strategy')!r} (rankkit reads rank: one linear score)")
+        problems.append(f"scoring {excerpt(config.get('scoring_strategy'))} (rankkit reads rank: one linear score)")
     if config.get("use_adapter"):
         problems.append("adapters")
     if problems:
@@ -122,7 +155,9 @@ def _backbone(path: Path, config: dict[str, Any]) -> Any:
     try:
         encoder_config = AutoConfig.for_model(str(config["backbone_model_type"]), **backbone)
         encoder = AutoModel.from_config(encoder_config)
-    except (ValueError, TypeError, KeyError) as err:
+    except (RankkitError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 - any setting transformers cannot build from (its sizes were checked)
         raise InputError(path / "config.json", None, f"cannot build the {config.get('backbone_model_type')} backbone: "
                                                      f"{' '.join(str(err).split())[:200]}") from None
     if getattr(encoder, "pooler", None) is not None:
@@ -132,20 +167,15 @@ def _backbone(path: Path, config: dict[str, Any]) -> Any:
 
 def _tokenizer(path: Path) -> Any:
     """The backbone's tokenizer class named in tokenizer_config.json (an allow-listed transformers class)."""
-    import transformers
-
     config_path = path / "tokenizer_config.json"
     found = read_json(config_path, within=path) if config_path.is_file() else None
     name = found.get("backbone_tokenizer_class") if isinstance(found, dict) else None
     if name is None:
         return bb.load_tokenizer(path)
     if name not in TOKENIZER_CLASSES:
-        raise InputError(config_path, None, f"tokenizer class {name!r} is not one rankkit loads "
+        raise InputError(config_path, None, f"tokenizer class {excerpt(name)} is not one rankkit loads "
                                             f"({', '.join(TOKENIZER_CLASSES)})")
-    try:
-        return getattr(transformers, name).from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise InputError(path, None, f"cannot load a tokenizer: {' '.join(str(err).split())[:200]}") from None
+    return bb.load_tokenizer(path, str(name))  # checked like every tokenizer: a real vocabulary the model fits
 
 
 def _rankkit_state(model: RankingModel, state: dict[str, torch.Tensor], weights: Path,

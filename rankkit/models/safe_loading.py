@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import torch
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.files.limits import CONFIG_BYTES, TOKENIZER_BYTES, check_regular, loads_json, read_json, size_text
 
 T = TypeVar("T")
@@ -54,7 +54,9 @@ ST_MODULES = frozenset({"Transformer", "Pooling", "Normalize", "Dense", "LayerNo
 #: Files of a model folder read by rankkit or by transformers' loaders, with their size limits.
 SETTINGS_FILES = ("config.json", "rankkit.json", "modules.json", "tokenizer_config.json", "special_tokens_map.json",
                   "generation_config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
-                  "added_tokens.json", "preprocessor_config.json", "trainer_state.json")
+                  "added_tokens.json", "preprocessor_config.json", "trainer_state.json", "model.safetensors.index.json")
+#: The index of a sharded checkpoint: its ``weight_map`` names the shard files transformers opens.
+SHARD_INDEX = "model.safetensors.index.json"
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model",
                    "sentencepiece.bpe.model", "tokenizer.model", "bpe.codes")
 
@@ -69,17 +71,66 @@ _META_DTYPES = {"BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": 
 # -- files ------------------------------------------------------------------------------------------
 
 def check_files(folder: Path) -> None:
-    """Refuse a folder whose settings, tokenizer or weights files are links outside it, devices or too large."""
-    for name in SETTINGS_FILES:
-        if os.path.lexists(folder / name):
-            check_regular(folder / name, within=folder, limit=CONFIG_BYTES)
-    for name in TOKENIZER_FILES:
-        if os.path.lexists(folder / name):
-            check_regular(folder / name, within=folder, limit=TOKENIZER_BYTES)
-    for path in sorted(folder.glob("*.safetensors")):
-        check_regular(path, within=folder)
+    """Refuse a folder any of whose files a loader may open is a link outside it, a device, a FIFO or too large.
+
+    Every file at the top of the folder (not only the names rankkit knows: transformers opens what a
+    config names), the shards a sharded checkpoint's index names, the files a tokenizer config names
+    (``vocab_file``, ``tokenizer_file``, ...) and the sentence-transformers module configs.
+    """
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except OSError as err:
+        raise InputError(folder, None, f"cannot list the model folder: {err.strerror or err}") from None
+    for name in names:
+        path = folder / name
+        known = name in SETTINGS_FILES or name in TOKENIZER_FILES or name.endswith(".safetensors")
+        if name.startswith(".") or os.path.isdir(path) or not (known or os.path.exists(path)):
+            continue  # hidden files and folders are no loader's; a dangling link of no loader's name is harmless
+        limit = CONFIG_BYTES if name in SETTINGS_FILES else TOKENIZER_BYTES if name in TOKENIZER_FILES else None
+        check_regular(path, within=folder, limit=limit)
     for path in sorted(folder.glob("*/config.json")):  # sentence-transformers module folders
         check_regular(path, within=folder, limit=CONFIG_BYTES)
+    _check_shards(folder)
+    _check_named_files(folder)
+
+
+def _check_shards(folder: Path) -> None:
+    """Every shard a ``model.safetensors.index.json`` names: a regular file inside the folder (a FIFO
+    named there would block the loader forever; a link outside would load another model)."""
+    index = folder / SHARD_INDEX
+    if not os.path.lexists(index):
+        return
+    data = read_settings(index, folder)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise InputError(index, None, "not a sharded-checkpoint index: expected a 'weight_map' of tensor names to "
+                                      "file names")
+    for name in sorted(set(weight_map.values())):
+        if not name or os.path.isabs(name) or not name.endswith(".safetensors"):
+            raise InputError(index, None, f"names the shard {excerpt(name)}, not a .safetensors file of the folder")
+        check_regular(folder / name, within=folder)
+
+
+def _check_named_files(folder: Path) -> None:
+    """Files a tokenizer config names (``vocab_file``, ``tokenizer_file``, ``merges_file``, ...): when they
+    exist they must be regular files inside the folder (a name that exists nowhere is ignored by the
+    loaders, as on the machine that wrote it)."""
+    for settings_name in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = folder / settings_name
+        if not os.path.isfile(path):
+            continue
+        settings = read_settings(path, folder)
+        if not isinstance(settings, dict):
+            continue
+        for key, value in sorted(settings.items()):
+            if not key.endswith("_file") or not isinstance(value, str) or not value:
+                continue
+            named = Path(value) if os.path.isabs(value) else folder / value
+            if os.path.lexists(named):
+                try:
+                    check_regular(named, within=folder, limit=TOKENIZER_BYTES)
+                except InputError as err:
+                    raise InputError(path, None, f"{key} names {excerpt(value)}: {err.problem}") from None
 
 
 def read_settings(path: Path, folder: Path | None = None) -> Any:
@@ -241,24 +292,28 @@ def check_size(folder: Path, config: Mapping[str, Any], source: Path) -> None:
 
 # -- code ------------------------------------------------------------------------------------------
 
-def check_no_code(folder: Path, config: Mapping[str, Any]) -> None:
-    """Refuse configs that ask for code shipped with the checkpoint, or a model type transformers lacks."""
+def _refuse_auto_map(source: Path) -> InputError:
+    return InputError(source, None, "names its own Python code (auto_map); rankkit never runs code from a "
+                                    "checkpoint (trust_remote_code)")
+
+
+def check_no_code(folder: Path, config: Mapping[str, Any], *, known_type: bool = True) -> None:
+    """Refuse configs that ask for code shipped with the checkpoint (``auto_map`` in config.json or
+    tokenizer_config.json), or, with ``known_type``, a model type transformers lacks."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     source = folder / "config.json"
     if "auto_map" in config:
-        raise InputError(source, None, "names its own Python code (auto_map); rankkit never runs code from a "
-                                       "checkpoint (trust_remote_code)")
+        raise _refuse_auto_map(source)
     model_type = config.get("model_type")
-    if isinstance(model_type, str) and model_type not in CONFIG_MAPPING_NAMES:
+    if known_type and isinstance(model_type, str) and model_type not in CONFIG_MAPPING_NAMES:
         raise InputError(source, None, f"model_type {model_type[:40]!r} is not one transformers knows; rankkit "
                                        "never runs code from a checkpoint (trust_remote_code)")
     tokenizer_config = folder / "tokenizer_config.json"
     if tokenizer_config.is_file():
         settings = read_settings(tokenizer_config, folder)
         if isinstance(settings, dict) and "auto_map" in settings:
-            raise InputError(tokenizer_config, None, "names its own Python code (auto_map); rankkit never runs "
-                                                     "code from a checkpoint (trust_remote_code)")
+            raise _refuse_auto_map(tokenizer_config)
 
 
 def check_sentence_transformers_modules(folder: Path, entries: list[Any]) -> None:
@@ -274,14 +329,43 @@ def check_sentence_transformers_modules(folder: Path, entries: list[Any]) -> Non
 
 # -- entry points ----------------------------------------------------------------------------------
 
-def check_hf_folder(folder: Path) -> None:
-    """Everything above for a Hugging Face model folder (a backbone, a zero-shot checkpoint)."""
+#: The kinds of model folder :func:`check_model_folder` knows: how each nests the encoder's config.
+FOLDER_KINDS = ("rankkit", "hf", "lightning-ir")
+
+
+def check_model_folder(folder: Path, kind: str) -> None:
+    """The one check every model folder passes before anything of it is built, whatever wrote it.
+
+    ``kind``: ``rankkit`` (a rankkit.json checkpoint, a plug-in's included: the encoder's config may be
+    nested as ``encoder_config``), ``hf`` (a Hugging Face or sentence-transformers folder: a backbone, a
+    zero-shot checkpoint) or ``lightning-ir`` (the backbone's settings beside lightning-ir's own, the
+    backbone's type in ``backbone_model_type``). Files (:func:`check_files`), remote code, the size the
+    config implies against the weights (:func:`check_size`) and sentence-transformers modules are checked
+    alike for all of them.
+    """
+    if kind not in FOLDER_KINDS:
+        raise ValueError(f"unknown model folder kind {kind!r}")
     check_files(folder)
-    config = read_settings(folder / "config.json", folder)
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        if kind == "rankkit":  # a plug-in model may keep its settings in rankkit.json alone
+            check_no_code(folder, {}, known_type=False)
+            return
+        raise InputError(folder, None, "not a Hugging Face model folder (no config.json)")
+    config = read_settings(config_path, folder)
     if not isinstance(config, dict):
-        raise InputError(folder / "config.json", None, "expected a JSON object")
-    check_no_code(folder, config)
-    check_size(folder, config, folder / "config.json")
+        raise InputError(config_path, None, "expected a JSON object")
+    inner: Mapping[str, Any] = config
+    if kind == "rankkit":
+        encoder = config.get("encoder_config")  # rankkit's encoder + head models nest the encoder's config
+        if isinstance(encoder, dict):
+            if "auto_map" in encoder:
+                raise _refuse_auto_map(config_path)
+            inner = encoder
+    elif kind == "lightning-ir":  # sizes read with the backbone's defaults, not those of lightning-ir's type
+        inner = {**config, "model_type": config.get("backbone_model_type")}
+    check_no_code(folder, config, known_type=kind == "hf")
+    check_size(folder, inner, config_path)
     modules = folder / "modules.json"
     if modules.is_file():
         entries = read_settings(modules, folder)
@@ -289,21 +373,19 @@ def check_hf_folder(folder: Path) -> None:
             check_sentence_transformers_modules(folder, entries)
 
 
+def check_hf_folder(folder: Path) -> None:
+    """:func:`check_model_folder` of a Hugging Face model folder (a backbone, a zero-shot checkpoint)."""
+    check_model_folder(folder, "hf")
+
+
 def check_checkpoint(folder: Path) -> None:
-    """The file, weight and size checks for a rankkit checkpoint folder (before its model is built)."""
-    check_files(folder)
-    config_path = folder / "config.json"
-    if not config_path.is_file():
-        return
-    config = read_settings(config_path, folder)
-    if not isinstance(config, dict):
-        raise InputError(config_path, None, "expected a JSON object")
-    encoder = config.get("encoder_config")  # rankkit's encoder + head models nest the encoder's config
-    inner = encoder if isinstance(encoder, dict) else config
-    if "auto_map" in inner or "auto_map" in config:
-        raise InputError(config_path, None, "names its own Python code (auto_map); rankkit never runs code from a "
-                                            "checkpoint (trust_remote_code)")
-    check_size(folder, inner, config_path)
+    """:func:`check_model_folder` of a rankkit checkpoint folder (before its model is built)."""
+    check_model_folder(folder, "rankkit")
+
+
+def check_lightning_ir(folder: Path) -> None:
+    """:func:`check_model_folder` of a folder lightning-ir saved."""
+    check_model_folder(folder, "lightning-ir")
 
 
 class _NoDryRun(Exception):
@@ -334,7 +416,7 @@ def dry_run(build: Callable[[], T]) -> None:
         return
 
 
-__all__ = ["MAX_MODEL_SIZE_ENV", "SAFETENSORS_HEADER_BYTES", "ST_MODULES", "check_checkpoint", "check_files",
-           "check_hf_folder", "check_no_code", "check_sentence_transformers_modules", "check_size",
-           "config_parameters", "dry_run", "no_dry_run", "folder_weights", "max_model_bytes", "meta_tensors", "read_settings",
-           "safetensors_header", "weight_count"]
+__all__ = ["FOLDER_KINDS", "MAX_MODEL_SIZE_ENV", "SAFETENSORS_HEADER_BYTES", "ST_MODULES", "check_checkpoint",
+           "check_files", "check_hf_folder", "check_lightning_ir", "check_model_folder", "check_no_code",
+           "check_sentence_transformers_modules", "check_size", "config_parameters", "dry_run", "folder_weights",
+           "max_model_bytes", "meta_tensors", "no_dry_run", "read_settings", "safetensors_header", "weight_count"]
