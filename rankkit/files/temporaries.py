@@ -102,7 +102,14 @@ def _is_stale(path: Path, pid: int) -> bool:
 
 
 def remove_tree(folder: Path, attempts: int = 100) -> None:
-    """Remove a folder even while a thread (an interrupted Java indexer) still creates files in it."""
+    """Remove a folder even while a thread (an interrupted Java indexer) still creates files in it.
+
+    A link is removed as a link: nothing is ever deleted through one (``shutil.rmtree`` follows no link
+    inside the tree either)."""
+    if os.path.islink(folder):
+        with contextlib.suppress(OSError):
+            os.unlink(folder)
+        return
     for _ in range(attempts):
         shutil.rmtree(folder, ignore_errors=True)
         if not os.path.lexists(folder):

@@ -3,11 +3,14 @@
 * Built once per encoder weights: the key is a SHA-256 of the encoder's tensors, its structure
   (transformers config or the model's settings) and :data:`EXPORT_VERSION`, so a changed
   checkpoint gets a new export and an unchanged one reuses the old;
-* stored beside a writable rankkit checkpoint (``CHECKPOINT/onnx/``), else in the cache folder
-  (``$RANKKIT_CACHE_DIR`` or ``~/.cache/rankkit``, ``onnx/<key>/``), e.g. for the packaged MiniLM;
+* stored in the cache folder only (``$RANKKIT_CACHE_DIR`` or ``~/.cache/rankkit``, ``onnx/<key>/``),
+  keyed by that content, never in the checkpoint's folder: a checkpoint is an input, possibly read-only,
+  shared, or a folder whose ``onnx/`` is a link to someone else's files (earlier versions wrote
+  ``CHECKPOINT/onnx/`` and removed stale exports there, through such a link too);
 * written atomically (a temporary file renamed into place after the check) with a JSON record
   holding the file's SHA-256: a cached file that no longer matches it (truncated, edited) is
-  reported and rebuilt, never loaded.
+  reported and rebuilt, never loaded. Only regular files are ever removed from the cache, never
+  through a link.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +27,9 @@ from typing import Any, Callable
 import torch
 
 from rankkit.console import log
+from rankkit.errors import RankkitError
 from rankkit.files import atomic_write, file_sha256, scratch_path, user_cache_root, writing_to
+from rankkit.files.limits import read_json
 from rankkit.models.encoder_slots import EncoderSlot
 
 #: Bumped when the export procedure changes, so older cached exports are rebuilt.
@@ -47,12 +53,20 @@ def weights_key(slot: EncoderSlot) -> str:
 
 
 def export_folder(checkpoint: str | os.PathLike[str] | None, key: str) -> Path:
-    """``CHECKPOINT/onnx`` for a writable rankkit checkpoint, else ``<cache>/onnx/<key[:16]>``."""
-    if checkpoint is not None:
-        folder = Path(checkpoint)
-        if (folder / "rankkit.json").is_file() and os.access(folder, os.W_OK):
-            return folder / "onnx"
+    """``<cache>/onnx/<key[:16]>``: the export of these weights, wherever the checkpoint lives (``checkpoint``
+    is not written to, whatever it is: the key already names its content)."""
+    del checkpoint  # kept in the signature for the backends' callers; the content key decides
     return cache_root() / "onnx" / key[:16]
+
+
+def _remove_file(path: Path) -> None:
+    """Remove ``path`` when it is a regular file or a link (the link itself); never a folder, never through a link."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        path.unlink(missing_ok=True)
 
 
 def temporary_file(folder: Path, suffix: str) -> contextlib.AbstractContextManager[Path]:
@@ -98,7 +112,7 @@ def cached_export(folder: Path, slot: EncoderSlot, key: str, suffix: str,
         return None
     problem = None
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
+        record = read_json(record_path, within=folder)  # bounded: a regular file of at most 8 MB, in the folder
         if record.get("key") != key:
             problem = "its record names other weights"
         elif not path.is_file():
@@ -110,15 +124,15 @@ def cached_export(folder: Path, slot: EncoderSlot, key: str, suffix: str,
             problem = "its weights (.bin) are missing or do not match"
         elif problem_of is not None:
             problem = problem_of(record)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RankkitError):
         problem = "its record is missing or unreadable"
     if problem is None:
         return path
     log(f"cached export {path} is damaged ({problem}); rebuilding it")
-    path.unlink(missing_ok=True)
+    _remove_file(path)
     if path.suffix == ".xml":
-        path.with_suffix(".bin").unlink(missing_ok=True)
-    record_path.unlink(missing_ok=True)
+        _remove_file(path.with_suffix(".bin"))
+    _remove_file(record_path)
     return None
 
 
@@ -128,7 +142,7 @@ def remove_stale(folder: Path, slot: EncoderSlot, key: str) -> None:
         if old.name.startswith(f"{slot.name}-{key[:16]}."):
             continue
         if old.suffix in (".onnx", ".json", ".xml", ".bin"):
-            old.unlink(missing_ok=True)
+            _remove_file(old)
 
 
 def commit_export(tmp: Path, folder: Path, name: str, record: ExportRecord, record_name: str) -> Path:

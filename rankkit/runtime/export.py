@@ -249,12 +249,16 @@ def prepare_export(slot: EncoderSlot, checkpoint: str | os.PathLike[str] | None,
                    quantizer: Quantizer | None = None) -> Path:
     """The checked export of ``slot``: fp32, or ``quantizer``'s variant of it, built now or reused from the cache."""
     key = weights_key(slot)
-    folder = export_folder(checkpoint, key)
+    folder = export_folder(checkpoint, key)  # in the cache, keyed by the weights: never inside the checkpoint
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise RankkitError(f"cannot create the ONNX cache folder {folder}: {err.strerror or err} "
-                           "(set RANKKIT_CACHE_DIR to a writable folder)") from None
+        raise write_failure(err, folder) or RankkitError(
+            f"cannot create the ONNX cache folder {folder}: {err.strerror or err} "
+            "(set RANKKIT_CACHE_DIR to a writable folder)") from None
+    if folder.is_symlink():  # what is built or removed there would land in the folder it points to
+        raise RankkitError(f"the ONNX cache folder {folder} is a link (to {os.path.realpath(folder)}); refusing to "
+                           "write or remove files through it: remove the link or set RANKKIT_CACHE_DIR")
     # Two processes on one cache: the second waits, then finds the first one's export.
     with exclusive(folder, "the export cache", wait=True, on_folder=True):
         remove_stale(folder, slot, key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,10 +25,10 @@ from torch import nn
 
 from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.files import write_failure
+from rankkit.files import staging_dir, write_failure
 from rankkit.models.encoder_slots import EncoderSlot
 from rankkit.runtime.adapter import OrtEncoder
-from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256, temporary_file
+from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256
 from rankkit.runtime.export import (
     check_against,
     new_session,
@@ -57,11 +58,16 @@ class OrtDynamicInt8:
 
         started = time.perf_counter()
         name, record_name = export_names(slot, key, self.suffix)
-        with temporary_file(folder, ".onnx") as tmp:
+        # ONNX Runtime's quantizer writes side files beside its input (``<fp32>-inferred.onnx``, the shape-
+        # inferred copy) and may leave them on a failure (a full disk): it works on a link to the fp32 export
+        # in a marked staging folder of its own, removed with everything in it on any exit.
+        with staging_dir(folder / f"{name}.build", shown=folder) as staging:
+            source, tmp = staging / "fp32.onnx", staging / "quantized.onnx"
             try:
+                _link_or_copy(fp32, source)
                 with quiet_warnings(), quiet_logging():
                     weights = QuantType.QUInt8 if self.kind == "int8-u8" else QuantType.QInt8
-                    quantize_dynamic(str(fp32), str(tmp), per_channel=True, weight_type=weights)
+                    quantize_dynamic(str(source), str(tmp), per_channel=True, weight_type=weights)
             except Exception as err:
                 raise write_failure(err, folder, folder) or RankkitError(
                     f"cannot quantize {fp32} to {self.kind} ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
@@ -73,6 +79,14 @@ class OrtDynamicInt8:
         log(f"quantized {slot.name} to {self.kind} ({path}): pooled-vector cosine to fp32 min {record.cosine_min:.4f}, "
             f"mean {record.cosine_mean:.4f} on the probe batch")
         return path
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` as a hard link to ``source`` (same folder tree: no bytes copied), or a copy where links fail."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 class OnnxBackend(Backend):

@@ -9,9 +9,11 @@ came from forking after OpenVINO had started its thread pools; see tests/conftes
 ``SAMPLES_NPZ`` holds the calibration examples as arrays named ``<index>/<input name>``; the IR
 (``OUT_XML`` and its ``.bin``) is written for the parent to check.
 
-The child never outlives its parent (:func:`run`): on Linux it asks the kernel for SIGKILL when the
-parent dies (``PR_SET_PDEATHSIG``, so a SIGKILLed ``rankkit`` takes its calibration child with it),
-and the parent kills it on any interruption (SIGTERM, Ctrl-C) before its own clean-up runs.
+The child never outlives its parent (:func:`run`): on Linux the kernel is asked for SIGKILL when the
+parent dies (``PR_SET_PDEATHSIG``, so a SIGKILLed ``rankkit`` takes its calibration child with it)
+between ``fork`` and ``exec``, before the child's first instruction (the setting survives ``exec``;
+armed by the child itself it came only after its imports, seconds in which a killed parent's child
+ran on); and the parent kills it on any interruption (SIGTERM, Ctrl-C) before its own clean-up runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
 
 #: The parent's process id, passed to the child so it can tell that the parent died before the
 #: death signal was armed.
@@ -33,7 +35,7 @@ def run(fp32: str, out_xml: str, samples_npz: str) -> subprocess.CompletedProces
     """Quantize in a child process (``python -m rankkit.runtime.openvino_quantize``) tied to this one."""
     args = [sys.executable, "-m", "rankkit.runtime.openvino_quantize", fp32, out_xml, samples_npz]
     child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, PARENT_ENV: str(os.getpid())})
+                             env={**os.environ, PARENT_ENV: str(os.getpid())}, preexec_fn=death_signal_hook())
     try:
         _, errors = child.communicate()
     except BaseException:  # SIGTERM/Ctrl-C (rankkit.errors.Terminated) or any failure: no orphan
@@ -41,6 +43,30 @@ def run(fp32: str, out_xml: str, samples_npz: str) -> subprocess.CompletedProces
         child.wait()
         raise
     return subprocess.CompletedProcess(args, child.returncode, None, errors)
+
+
+def death_signal_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that arms ``PR_SET_PDEATHSIG`` (SIGKILL) in the forked child before it executes the
+    new program, and exits if the parent is already gone; None off Linux or without ``prctl``.
+
+    ``prctl`` is looked up here, in the parent: the hook itself only calls it (nothing is imported or
+    allocated between ``fork`` and ``exec``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the child's own arming still applies
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)  # the parent died between fork and the arming
+
+    return arm
 
 
 def _die_with_parent() -> None:

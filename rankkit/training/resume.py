@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
 from rankkit.errors import InputError, RankkitError
-from rankkit.files import atomic_write, staging_dir, writing_to
+from rankkit.files import atomic_write, remove_tree, staging_dir, writing_to
 from rankkit.models import RankingModel, safe_loading
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
@@ -46,12 +45,12 @@ def save_step_checkpoint(output: Path, model: RankingModel, meta: Mapping[str, A
         write_model_files(model, tmp, meta)
         write_json(tmp / TRAINER_STATE, trainer_state)
         torch.save(dict(optimizer_state), tmp / OPTIMIZER_STATE)
-        if final.exists():
-            shutil.rmtree(final)
+        if os.path.lexists(final):
+            remove_tree(final, attempts=5)  # a link is removed as a link, never followed
         os.replace(tmp, final)
     if keep > 0:
         for old in list_step_checkpoints(output)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_tree(old, attempts=5)
     return final
 
 

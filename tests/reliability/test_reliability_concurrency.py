@@ -153,27 +153,33 @@ def test_two_processes_sharing_one_export_cache(cli: Callable[..., Any], tmp_pat
     assert [finish(p)[0] for p in procs] == [0, 0]
     expected = (tmp_path / "lone.run").read_bytes()
     assert (tmp_path / "out0.run").read_bytes() == expected == (tmp_path / "out1.run").read_bytes()
-    assert sorted(p.suffix for p in (shared / "onnx").iterdir()) == [".json", ".onnx"]
-    assert not has_temporary(shared)
+    (folder,) = (tmp_path / "cache" / "onnx").iterdir()  # the processes' cache (env_for), keyed by the weights
+    assert sorted(p.suffix for p in folder.iterdir()) == [".json", ".onnx"]
+    assert not has_temporary(tmp_path / "cache") and not (shared / "onnx").exists()
 
 
-def test_an_export_being_built_is_waited_for(tmp_path: Path) -> None:
+def test_an_export_being_built_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The export cache's lock held elsewhere: the export waits for it instead of building beside it."""
     from rankkit.models.checkpoint import load_for_inference
     from rankkit.runtime import Runtime, use_runtime
 
+    from rankkit.runtime.cache import export_folder, weights_key
+
+    monkeypatch.setenv("RANKKIT_CACHE_DIR", str(tmp_path / "cache"))  # an export cache with nothing in it yet
     checkpoint = tmp_path / "mono"
     shutil.copytree(CHECKPOINTS / "mono", checkpoint)
     model = load_for_inference("mono", checkpoint)
-    (checkpoint / "onnx").mkdir()
+    (slot,) = model.encoder_slots()
+    folder = export_folder(checkpoint, weights_key(slot))  # in the cache, keyed by the encoder's weights
+    folder.mkdir(parents=True)
     done: list[Any] = []
-    with exclusive(checkpoint / "onnx", "the export cache", wait=True, on_folder=True):
+    with exclusive(folder, "the export cache", wait=True, on_folder=True):
         worker = threading.Thread(target=lambda: done.append(use_runtime(model, Runtime("onnx"), checkpoint=checkpoint)))
         worker.start()
         time.sleep(1.0)
-        assert worker.is_alive() and not list((checkpoint / "onnx").iterdir())
+        assert worker.is_alive() and not list(folder.iterdir())
     worker.join(timeout=120)
-    assert done and done[0][0].parent == checkpoint / "onnx"
+    assert done and done[0][0].parent == folder
 
 
 def train_args(groups: Path, out: Path) -> list[Any]:

@@ -28,7 +28,7 @@ def rerank_workspace(root: Path) -> Path:
     write_run(root / "first.run", {f"t{i}": {d: float(k) for k, d in enumerate(docids)} for i in range(12)}, "x")
     write_corpus(root / "corpus.jsonl")
     write_topics(root / "topics.tsv")
-    shutil.copytree(CHECKPOINTS / "mono", root / "mono")  # writable: its exports go to mono/onnx
+    shutil.copytree(CHECKPOINTS / "mono", root / "mono")  # its exports go to cache/onnx/KEY, never into it
     return root / "mono"
 
 
@@ -38,9 +38,14 @@ def rerank_args(root: Path, *backend: str) -> list[str]:
             "-o", str(root / "out.run"), *backend]
 
 
+def exports(root: Path) -> Path:
+    """The export cache of the processes run in ``root`` (test_interrupts.env_for: ``root/cache``)."""
+    return root / "cache" / "onnx"
+
+
 def exporting(root: Path) -> bool:
-    """True once an export's temporary exists in the checkpoint's export folder."""
-    return has_temporary(root / "mono" / "onnx") if (root / "mono" / "onnx").is_dir() else False
+    """True once an export's temporary exists in the export cache."""
+    return has_temporary(exports(root)) if exports(root).is_dir() else False
 
 
 @pytest.mark.parametrize("signum", SIGNALS)
@@ -68,11 +73,13 @@ def test_onnx_export(signum: int, tmp_path: Path, cli: Callable[..., Any]) -> No
 
 
 def complete_exports(root: Path) -> None:
-    """The export folder holds nothing but complete exports: each .onnx beside its record."""
-    folder = root / "mono" / "onnx"
-    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
-    assert all(name.endswith((".onnx", ".json")) for name in names), names
-    assert {n[:-5] for n in names if n.endswith(".json")} >= {n[:-5] for n in names if n.endswith(".onnx")}, names
+    """The export cache holds nothing but complete exports: each .onnx beside its record; the checkpoint nothing."""
+    assert not (root / "mono" / "onnx").exists()
+    folders = list(exports(root).iterdir()) if exports(root).is_dir() else []
+    for folder in folders:
+        names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        assert all(name.endswith((".onnx", ".json")) for name in names), names
+        assert {n[:-5] for n in names if n.endswith(".json")} >= {n[:-5] for n in names if n.endswith(".onnx")}, names
 
 
 def children_of(pid: int) -> list[int]:
@@ -129,11 +136,12 @@ def test_calibration_child_dies_with_its_parent(signum: int, tmp_path: Path) -> 
         time.sleep(0.05)
     assert not alive(child), "the calibration child outlived its parent"
     if signum == signal.SIGTERM:
-        assert proc.returncode == 143 and not has_temporary(tmp_path / "mono")
+        assert proc.returncode == 143 and not has_temporary(exports(tmp_path))
     else:  # the next run removes the killed one's temporaries and calibrates afresh
         run(args, tmp_path)
-        assert not has_temporary(tmp_path / "mono") and (tmp_path / "out.run").is_file()
-        assert any(p.name.endswith(".ov-int8.xml") for p in (tmp_path / "mono" / "onnx").iterdir())
+        assert not has_temporary(exports(tmp_path)) and (tmp_path / "out.run").is_file()
+        assert any(p.name.endswith(".ov-int8.xml") for p in exports(tmp_path).rglob("*"))
+    assert not (tmp_path / "mono" / "onnx").exists()
 
 
 @pytest.fixture(scope="module")

@@ -149,21 +149,25 @@ def test_openvino_int8_refuses_a_model_without_tokenizer(backbone: Path, monkeyp
         use_runtime(model, Runtime("openvino", "int8"))
 
 
-def test_export_beside_checkpoint_rebuilt_when_weights_change(backbone: Path, tmp_path: Path,
-                                                               cache: Path) -> None:
+def test_export_keyed_by_content_in_the_cache_rebuilt_when_weights_change(backbone: Path, tmp_path: Path,
+                                                                          cache: Path) -> None:
+    """A checkpoint's export lives in the cache under its weights' key, never in the checkpoint's folder
+    (issue 38: CHECKPOINT/onnx was written, even into a read-only checkpoint, and cleaned through a link)."""
     mono = get_model_class("mono")
     ck = save_model(build_model(mono, backbone), tmp_path / "ck", {})
+    before = sorted(p.name for p in ck.iterdir())
     (path,) = use_runtime(load_for_inference("mono", ck), Runtime("onnx"), checkpoint=ck)
-    assert path.parent == ck / "onnx" and not cache.exists()
+    assert path.parent.parent == cache / "onnx" and sorted(p.name for p in ck.iterdir()) == before
     assert use_runtime(load_for_inference("mono", ck), Runtime("onnx"), checkpoint=ck) == [path]
-    # "Re-train": other encoder weights saved into the same folder -> a new export, the old one removed.
+    # "Re-train": other encoder weights saved into the same folder -> a new export under another key.
     changed = load_for_inference("mono", ck)
     with torch.no_grad():
         changed.pairs.encoder.base_model.embeddings.word_embeddings.weight.mul_(1.5)
     save_model(changed, ck, {})
     (new,) = use_runtime(load_for_inference("mono", ck), Runtime("onnx"), checkpoint=ck)
-    assert new != path and new.is_file() and not path.exists()
-    assert sorted(p.name for p in (ck / "onnx").iterdir()) == sorted([new.name, new.with_suffix(".json").name])
+    assert new != path and new.is_file() and new.parent != path.parent and new.parent.parent == cache / "onnx"
+    assert sorted(p.name for p in new.parent.iterdir()) == sorted([new.name, new.with_suffix(".json").name])
+    assert not (ck / "onnx").exists()
 
 
 def test_damaged_cached_export_is_rebuilt(backbone: Path, capsys: pytest.CaptureFixture[str]) -> None:
