@@ -431,6 +431,20 @@ def inference(results: Results, mono: Path, lists: tuple[Any, ...], sizes: Sizes
                                   "padded_share": session.stats.padded_share, "shapes": len(session.stats.shapes),
                                   "numerics": session.numerics.describe(), **agreement(scores, reference)})
         del session
+    import rankkit
+
+    qids, _, docids, _ = lists
+    run = {q: {d: float(len(ds) - i) for i, d in enumerate(ds)} for q, ds in zip(qids, docids)}
+    topics = dict(zip(qids, queries))
+    texts = {d: p for ds, ps in zip(docids, passages) for d, p in zip(ds, ps)}
+    for precision in ("fp32", "bf16"):  # the Python API end to end: rankkit.rerank on a loaded model
+        loaded = rankkit.load_model("mono", mono, backend="torch", precision=precision, device=sizes.device)
+        _, cold, warm = twice(lambda m=loaded: rankkit.rerank(m, run, topics, texts, depth=sizes.depth,
+                                                              show_progress=False), device)
+        results.add("inference", {"system": "rankkit.rerank (the Python API, a loaded model)", "precision": precision,
+                                  "pairs": pairs, "cold": pairs / cold, "warm": pairs / warm,
+                                  "mfu": flops / warm / PEAK_FLOPS})
+        del loaded
 
 
 def encoding(results: Results, minilm: Path, sizes: Sizes) -> None:
@@ -548,7 +562,28 @@ def command_env(extra_paths: list[str], cache: Path) -> dict[str, str]:
 RATE = re.compile(r"re-ranked ([\d,]+) candidates of [\d,]+ queries in ([\d.]+) s \(([\d,.]+) pairs/s")
 
 
-def commands(results: Results, mono: Path, work: Path, sizes: Sizes, extra_paths: list[str], deadline: float) -> None:
+def import_profile(results: Results, work: Path, extra_paths: list[str]) -> None:
+    """Where a command's start-up goes: ``python -X importtime`` of what ``rankkit rerank`` imports before its
+    first batch, the largest cumulative entries."""
+    code = "import rankkit.cli, rankkit.runtime, rankkit.models; from transformers import AutoModelForSequenceClassification"
+    started = time.perf_counter()
+    child = subprocess.run([sys.executable, "-X", "importtime", "-c", code], env=command_env(extra_paths, work / "cache"),
+                           capture_output=True, text=True, timeout=120)
+    wall = time.perf_counter() - started
+    entries = []
+    for line in child.stderr.splitlines():
+        parts = line.split("|")
+        if line.startswith("import time:") and len(parts) == 3 and parts[1].strip().isdigit():
+            entries.append((int(parts[1]), int(parts[0].split(":")[1]), parts[2].rstrip()))
+    top = sorted(entries, reverse=True)[:25]
+    results.add("commands", {"command": "python -X importtime (rankkit.cli, runtime, models, transformers' classes)",
+                             "exit": child.returncode, "wall_s": wall,
+                             "note": "; ".join(f"{name.strip()} {cum / 1e6:.2f} s (self {own / 1e6:.2f})"
+                                               for cum, own, name in top)})
+
+
+def commands(results: Results, mono: Path, work: Path, sizes: Sizes, extra_paths: list[str], deadline: float,
+             only_rerank: bool = False) -> None:
     cache = work / "cache"
     env = command_env(extra_paths, cache)
     python = [sys.executable, "-m", "rankkit"]
@@ -569,6 +604,8 @@ def commands(results: Results, mono: Path, work: Path, sizes: Sizes, extra_paths
             ("--precision fp32", [*base, "-o", str(work / "fp32.run"), "--precision", "fp32"], {})]
     if sizes.device != "cuda":
         rows[4] = ("--precision bf16 (CPU: autocast)", rows[4][1], {})
+    if only_rerank:
+        rows = [rows[0], *rows[3:]]
     for label, args, more in rows:
         if time.monotonic() > deadline:
             results.add("commands", {"command": f"rankkit {label}", "note": "skipped: the time budget ran out"})
@@ -599,7 +636,8 @@ def train_one(model: str, groups: Path, backbone: Path, work: Path, sizes: Sizes
     from rankkit.training.loop import Trainer
 
     device = torch.device(sizes.device)
-    row: dict[str, Any] = {"system": f"rankkit Trainer {model}", "model": model, "group": group, "batch": batch,
+    row: dict[str, Any] = {"system": f"rankkit Trainer {model}" + (" (--workers auto)" if workers is None else ""),
+                           "model": model, "group": group, "batch": batch,
                            "precision": precision, "checkpointing": checkpointing}
     if precision == "fp16" and device.type != "cuda":
         return {**row, "note": "fp16 needs CUDA (skipped on the CPU)"}
@@ -613,8 +651,9 @@ def train_one(model: str, groups: Path, backbone: Path, work: Path, sizes: Sizes
     try:
         reset_peak(device)
         trainer = Trainer(config, cls, Dist(SINGLE.rank, SINGLE.world_size, SINGLE.local_rank, device))
-        row["workers"] = trainer.workers
-        prepared = step_batches(trainer.batches, trainer.model, 0, total, workers=trainer.workers)
+        row["workers"] = f"{trainer.workers}{' + thread' if trainer.prefetch_thread else ''}"
+        prepared = step_batches(trainer.batches, trainer.model, 0, total, workers=trainer.workers,
+                                thread=trainer.prefetch_thread)
         times, flops = [], []
         for step in range(total):
             batch_now = next(prepared)
@@ -717,8 +756,8 @@ def train_command(results: Results, backbone: Path, groups: Path, work: Path, si
     setup = next((line for line in lines if line.startswith("training mono")), "")
     precision = re.search(r"device \S+, (fp32|bf16|fp16)", setup)
     row["precision"] = precision.group(1) if precision else None
-    found = re.search(r"(\d+) batch workers", setup)
-    row["workers"] = int(found.group(1)) if found else None
+    found = re.search(r"(\d+) batch workers( and a prefetch thread)?", setup)
+    row["workers"] = (found.group(1) + (" + thread" if found.group(2) else "")) if found else None
     metrics = output / "metrics.csv"
     if metrics.is_file():
         import csv
@@ -733,7 +772,7 @@ def train_command(results: Results, backbone: Path, groups: Path, work: Path, si
 
 
 def training(results: Results, backbone: Path, groups: dict[int, Path], work: Path, sizes: Sizes,
-             extra_paths: list[str], deadline: float) -> None:
+             extra_paths: list[str], deadline: float, only_mono: bool = False) -> None:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(str(backbone))
@@ -763,6 +802,8 @@ def training(results: Results, backbone: Path, groups: dict[int, Path], work: Pa
                                           group=sizes.set_group, batch=1, precision=half, checkpointing=True,
                                           workers=None, flops_of=flops_of)),
     ]
+    if only_mono:
+        plan = [step for step in plan if step[0] in ("floor", "mono auto", "mono 0", "command")]
     for name, run in plan:
         if time.monotonic() > deadline:
             results.add("training", {"system": name, "note": "skipped: the time budget ran out"})
@@ -794,6 +835,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--dry-run", action="store_true", help="the same code path on the CPU with tiny sizes")
+    parser.add_argument("--sections", default="inference,encoding,quality,commands,imports,training,torchrun",
+                        help="comma-separated sections to run (a second run in one lease measures what changed)")
     parser.add_argument("--budget-s", type=float, default=330.0,
                         help="stop starting new measurements after this many seconds (leave the command's limit room)")
     args = parser.parse_args(argv)
@@ -834,12 +877,21 @@ def main(argv: list[str] | None = None) -> int:
         negatives = {g: g - 1 for g in (sizes.mono_group, sizes.matrank_group, sizes.set_group)}
         groups = {g: write_groups(work / f"groups-{g}.jsonl", n, count=max(8, 4 * sizes.mono_batch))
                   for g, n in negatives.items()}
-        inference(results, mono, lists, sizes, flops)
-        encoding(results, minilm, sizes)
-        quality(results, minilm, work, lists, sizes, deadline - 150)
-        commands(results, mono, work, sizes, extra_paths, deadline - 100)
-        training(results, mono, groups, work, sizes, extra_paths, deadline - 25)
-        if time.monotonic() < deadline:
+        chosen = set(args.sections.split(","))
+        meta["sections"] = sorted(chosen)
+        if "inference" in chosen:
+            inference(results, mono, lists, sizes, flops)
+        if "encoding" in chosen:
+            encoding(results, minilm, sizes)
+        if "quality" in chosen:
+            quality(results, minilm, work, lists, sizes, deadline - 150)
+        if "commands" in chosen or "rerank-commands" in chosen:
+            commands(results, mono, work, sizes, extra_paths, deadline - 100, only_rerank="commands" not in chosen)
+        if "imports" in chosen:
+            import_profile(results, work, extra_paths)
+        if "training" in chosen or "mono-training" in chosen:
+            training(results, mono, groups, work, sizes, extra_paths, deadline - 25, only_mono="training" not in chosen)
+        if "torchrun" in chosen and time.monotonic() < deadline:
             torchrun_smoke(results, groups[sizes.mono_group], mono, work, sizes, extra_paths)
     meta["seconds"] = round(time.monotonic() - started, 1)
     results.write()

@@ -134,6 +134,9 @@ COMMAND_ENVIRONMENT: dict[str, str] = {
     "HF_HUB_VERBOSITY": "error",  # its retry warnings carry tracebacks; rankkit reports a failed download itself
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
+#: Set when TOKENIZERS_PARALLELISM is the command's default rather than the user's
+#: (:func:`rankkit.runtime.session.tokenize_in_parallel` lifts it for GPU sessions).
+TOKENIZERS_DEFAULT_MARK = "RANKKIT_TOKENIZERS_PARALLELISM_DEFAULT"
 #: Options that take a model reference (a local folder or a hub id ORG/NAME[@REVISION], :mod:`rankkit.hub`).
 MODEL_REFERENCE_OPTIONS = ("--checkpoint", "--backbone", "--init-checkpoint", "--teacher-checkpoint")
 
@@ -173,6 +176,8 @@ def command_settings(args: list[str] | None = None) -> None:
     """The process-wide settings of the ``rankkit`` command, set before transformers is imported;
     ``rankkit --offline ...`` (before the subcommand) sets ``HF_HUB_OFFLINE=1``."""
     bytecode_cache()
+    if "TOKENIZERS_PARALLELISM" not in os.environ:  # the command's own default: a GPU session may lift it
+        os.environ[TOKENIZERS_DEFAULT_MARK] = "1"
     for name, value in COMMAND_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     leading = []

@@ -10,6 +10,7 @@ The trainer (:mod:`rankkit.training.sampling`) builds batches; inference code bu
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Sequence
 
@@ -134,6 +135,11 @@ def batch_rng(batch: GroupBatch) -> np.random.Generator:
     return np.random.default_rng(np.frombuffer(digest.digest(), dtype=np.uint32))
 
 
+#: One tokenizer call at a time in a process: a fast tokenizer's settings (truncation) are set on the shared Rust
+#: object before each call, which another thread's call would find borrowed ("Already borrowed"); sessions
+#: tokenise the next chunk on a thread while the main thread may tokenise too (dev evaluation, explain).
+_TOKENIZING = threading.Lock()
+
 #: Characters kept per token of the length limit before tokenising: a word piece never spans more
 #: (WordPiece turns a word over 100 characters into [UNK]), so the first ``max_length`` tokens are
 #: unchanged while a 10 MB text costs memory for its first few thousand characters only.
@@ -150,11 +156,12 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, *,
     if not texts:
         return []
     limit = max(1, max_length) * CHARS_PER_TOKEN
-    encoded = tokenizer(
-        [t if len(t) <= limit else t[:limit] for t in texts], add_special_tokens=add_special_tokens,
-        truncation=True, max_length=max_length,
-        padding=False, return_attention_mask=False, return_token_type_ids=False,
-    )
+    with _TOKENIZING:
+        encoded = tokenizer(
+            [t if len(t) <= limit else t[:limit] for t in texts], add_special_tokens=add_special_tokens,
+            truncation=True, max_length=max_length,
+            padding=False, return_attention_mask=False, return_token_type_ids=False,
+        )
     return [list(ids) for ids in encoded["input_ids"]]
 
 

@@ -20,6 +20,7 @@ string. The session owns:
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -43,8 +44,18 @@ K = TypeVar("K")
 CUDA_TOKENS, CUDA_BUCKET, CUDA_ROWS = 32_768, 8, 4_096
 #: Rows a forward pass on the CPU: the command's historical default (and the measured CPU table's setting).
 CPU_ROWS = 32
-#: Pairs scored between writes of a re-ranked run: large on CUDA so that each chunk sorts well into few shapes.
-CUDA_CHUNK_PAIRS, CPU_CHUNK_PAIRS = 8_192, 1_024
+#: Pairs scored between writes of a re-ranked run. On CUDA the next chunk is read and tokenised on a thread while
+#: the GPU scores this one, so chunks are a few batches long (the first chunk's preparation is not hidden).
+CUDA_CHUNK_PAIRS, CPU_CHUNK_PAIRS = 2_048, 1_024
+
+
+def tokenize_in_parallel() -> None:
+    """Let the fast tokenizers use every core (their default) when the ``rankkit`` command turned that off: the
+    command sets ``TOKENIZERS_PARALLELISM=false`` for processes that fork, but a GPU session waits on the CPU's
+    tokenising (4,300 DL19 pairs: ~0.1 s on 16 cores against ~1 s on one, docs/RESULTS.md issue 36). A value the
+    user set is kept."""
+    if os.environ.get("RANKKIT_TOKENIZERS_PARALLELISM_DEFAULT") == "1":
+        os.environ["TOKENIZERS_PARALLELISM"] = "true"
 
 
 def default_batching(device: torch.device, rows: int | None = None, tokens: int | None = None) -> Batching:
@@ -85,6 +96,8 @@ class InferenceSession:
         """A session for a :class:`~rankkit.runtime.compose.LoadedModel`; ``batch_size`` (rows) and ``max_tokens``
         override the device's defaults (:func:`default_batching`)."""
         chosen = batching or default_batching(loaded.device, batch_size, max_tokens)
+        if loaded.device.type == "cuda":
+            tokenize_in_parallel()
         session = cls(loaded.model, loaded.device, loaded.runtime, loaded.numerics, chosen)
         session.model.eval()
         session.model.inference_context = session.running  # model.rank() runs in this session too
@@ -192,4 +205,4 @@ class InferenceSession:
 
 
 __all__ = ["CPU_CHUNK_PAIRS", "CPU_ROWS", "CUDA_BUCKET", "CUDA_CHUNK_PAIRS", "CUDA_ROWS", "CUDA_TOKENS",
-           "InferenceSession", "attention_kernels", "default_batching"]
+           "InferenceSession", "attention_kernels", "default_batching", "tokenize_in_parallel"]

@@ -64,22 +64,17 @@ def check_workers(workers: int) -> int:
     return int(workers)
 
 
-#: Most worker processes ``--workers auto`` starts on CUDA (a mono step of 8 x 8 x 256 tokens needs ~2 to keep an
-#: H200 fed: 0.049 s a step with 2 vs 0.077 s tokenising on the training thread; docs/RESULTS.md issue 36).
-AUTO_CUDA_WORKERS = 4
-
-
-def resolve_workers(workers: int | None, device: torch.device) -> tuple[int, str]:
-    """``--workers`` (None: auto) and why: on CUDA enough processes to prepare batches while the GPU runs the
-    step (half the usable cores, 1 to :data:`AUTO_CUDA_WORKERS`); on the CPU 0, since worker processes would take
-    cores from the training step itself (a 2-core machine has none to spare)."""
+def resolve_workers(workers: int | None, device: torch.device) -> tuple[int, bool, str]:
+    """``--workers`` (None: auto) as ``(processes, prefetch thread, why)``. Auto on CUDA: no processes, the next
+    steps prepared on a thread while the GPU runs this one (measured on an H200, mono 8 x 8 x 256 tokens, bf16:
+    0.0493 s a step on the training thread, 0.0544 s with 4 worker processes, against a bare loop's 0.0441 on
+    pre-tokenised batches; docs/RESULTS.md issue 36); auto on the CPU: on the training thread (worker processes or
+    threads would take the cores the step itself computes on). A number is that many processes, no thread."""
     if workers is not None:
-        return check_workers(workers), "as given"
+        return check_workers(workers), False, "as given"
     if device.type != "cuda":
-        return 0, "CPU training: batches are prepared on the training thread (workers would take its cores)"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    chosen = max(1, min(AUTO_CUDA_WORKERS, cores // 2))
-    return chosen, f"CUDA: {chosen} processes prepare batches while the GPU runs the step ({cores} cores)"
+        return 0, False, "CPU training: batches are prepared on the training thread (workers would take its cores)"
+    return 0, True, "CUDA: the next batches are prepared on a thread while the GPU runs the step"
 
 
 def workers_setting(value: object) -> int | None:
@@ -98,12 +93,17 @@ def workers_setting(value: object) -> int | None:
 
 
 def step_batches(batches: MicroBatches, model: RankingModel, start: int, stop: int, *,
-                 workers: int = 0) -> Iterator[list[GroupBatch]]:
+                 workers: int = 0, thread: bool = False) -> Iterator[list[GroupBatch]]:
     """Prepared micro-batches of steps ``start .. stop - 1`` in order; ``workers`` > 0 prepares them
-    in that many processes, 0 on this thread when each step asks for them (the path before workers)."""
+    in that many processes; 0 on this thread when each step asks for them (the path before workers), or with
+    ``thread`` up to :data:`PREFETCH` steps ahead on one thread (the same batches: a pure function of the step)."""
     steps = range(start, stop)
     dataset = StepBatches(batches, model)
     if check_workers(workers) == 0:
+        if thread:
+            from rankkit.models.batching import pipelined
+
+            return pipelined(steps, dataset.__getitem__, PREFETCH)
         return (dataset[t] for t in steps)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # before the fork: no tokenizer threads in workers
     loader = DataLoader(dataset, batch_size=None, sampler=steps, num_workers=workers, collate_fn=_as_is,

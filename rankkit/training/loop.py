@@ -170,8 +170,8 @@ class Trainer:
             self.config = replace(config, precision=precision)
             self.precision_reason = f" (--precision auto: {why})"
         # --workers auto: processes preparing batches on CUDA, none on the CPU (logged and recorded).
-        #: Processes preparing batches (``--workers``, auto resolved).
-        self.workers, why = resolve_workers(self.config.workers, dist.device)
+        #: Processes preparing batches (``--workers``, auto resolved) and whether a thread prepares them ahead.
+        self.workers, self.prefetch_thread, why = resolve_workers(self.config.workers, dist.device)
         self.workers_reason = "" if self.config.workers is not None else f" (--workers auto: {why})"
         self.config = replace(self.config, workers=self.workers)
         # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range and
@@ -290,6 +290,7 @@ class Trainer:
             "teacher_checkpoint": None if c.teacher_checkpoint is None else str(c.teacher_checkpoint),
             "alpha": None if c.teacher_checkpoint is None else c.alpha, "dev": [str(p) for p in c.dev],
             "precision": c.precision, "gradient_checkpointing": c.gradient_checkpointing, "workers": c.workers,
+            **({"prefetch_thread": True} if self.prefetch_thread else {}),
             "init_checkpoint": None if c.init_checkpoint is None else str(c.init_checkpoint),
             "distillation": None if c.teacher_checkpoint is None else c.distillation,
             # Only when set: a run with the default linear decay to 0 writes the same record as before.
@@ -374,7 +375,8 @@ class Trainer:
             log(f"training {self.model.name} on {len(self.groups):,} groups: {self.total_steps:,} steps of "
                 f"{self.global_batch} groups ({self.steps_per_epoch:,} steps/epoch), lr {self.lr:g}, warm-up "
                 f"{self.warmup} steps, device {dist.device}, {c.precision}{self.precision_reason}, "
-                f"{c.workers} batch workers{self.workers_reason}"
+                f"{c.workers} batch workers{' and a prefetch thread' if self.prefetch_thread else ''}"
+                f"{self.workers_reason}"
                 + (f", {dist.world_size} processes" if dist.active else "")
                 + (f", distilling from {c.teacher_checkpoint} ({c.distillation}, alpha {c.alpha:g})" if self.kd_teacher else ""))
         # metrics.csv, training.png and TensorBoard (rank 0), continued from a resumed run's rows.
@@ -382,7 +384,8 @@ class Trainer:
                                  report_to=c.report_to, resume_step=None if self.resume_from is None else self.step)
                   if dist.main else None)
         running, started, start_step = 0.0, time.perf_counter(), self.step
-        prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=self.workers)
+        prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=self.workers,
+                                thread=self.prefetch_thread)
         with progress_bar("ex", transient=False) as bar:
             task = bar.add_task("training", total=self.total_steps * self.global_batch,
                                 completed=self.step * self.global_batch, visible=dist.main)

@@ -35,13 +35,13 @@ def test_gpu_suite_dry_run(tmp_path: Path) -> None:
     training = {r["system"]: r for r in results["training"]}
     assert training["bare transformers loop (pre-tokenised batches: the floor)"]["step_s"] > 0
     command = training["rankkit train command (defaults)"]
-    assert command["exit"] == 0 and command["workers"] == 0 and command["step_s"] > 0  # --workers auto: 0 on a CPU
+    assert command["exit"] == 0 and command["workers"] == "0" and command["step_s"] > 0  # --workers auto: 0 on a CPU
     assert any(r.get("note", "").startswith("fp16 needs CUDA") for r in results["training"])
     assert {r["model"] for r in results["training"] if "step_s" in r} >= {"mono", "matrank", "set-encoder"}
     smoke = results["torchrun"]
     assert smoke["exit"] == 0 and smoke["checkpoint"], smoke
     table = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
-    assert "DRY RUN" in table and "| rankkit Trainer set-encoder | 6 x 1 | bf16 |" in table
+    assert "DRY RUN" in table and "| rankkit Trainer set-encoder (--workers auto) | 6 x 1 | bf16 |" in table
 
 
 def test_gpu_suite_ndcg_equals_rankkit_evaluation() -> None:

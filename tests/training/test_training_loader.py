@@ -92,20 +92,30 @@ def test_cli_workers_option(cli: Any, data: dict[str, Path], tmp_path: Path) -> 
     assert bad.code == 2 and "--workers must be at least 0" in bad.stderr
 
 
-def test_workers_auto_is_none_on_the_cpu_and_processes_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--workers auto`` (issue 36): 0 on a CPU (workers would take the training step's cores), on CUDA enough
-    processes to keep the GPU fed (half the usable cores, 1 to 4); a number is taken as given."""
-    from rankkit.training.loader import AUTO_CUDA_WORKERS, resolve_workers, workers_setting
+def test_workers_auto_is_none_on_the_cpu_and_a_thread_on_cuda() -> None:
+    """``--workers auto`` (issue 36): on a CPU the training thread prepares its batches (workers would take the
+    step's cores); on CUDA a thread prepares the next steps (faster than worker processes on an H200); a number is
+    that many processes."""
+    from rankkit.training.loader import resolve_workers, workers_setting
 
-    assert resolve_workers(None, torch.device("cpu"))[0] == 0
-    for cores, expected in ((1, 1), (2, 1), (6, 3), (16, AUTO_CUDA_WORKERS), (128, AUTO_CUDA_WORKERS)):
-        monkeypatch.setattr("os.sched_getaffinity", lambda _pid, n=cores: set(range(n)))
-        assert resolve_workers(None, torch.device("cuda"))[0] == expected
-    assert resolve_workers(3, torch.device("cuda")) == (3, "as given")
+    assert resolve_workers(None, torch.device("cpu"))[:2] == (0, False)
+    assert resolve_workers(None, torch.device("cuda"))[:2] == (0, True)
+    assert resolve_workers(3, torch.device("cuda")) == (3, False, "as given")
     assert [workers_setting(v) for v in ("auto", "AUTO", None, "2", 0)] == [None, None, None, 2, 0]
     for bad in ("lots", "-1", 1.5, True):
         with pytest.raises(RankkitError, match="--workers"):
             workers_setting(bad)
+
+
+def test_a_prefetch_thread_hands_over_the_same_batches(data: dict[str, Path]) -> None:
+    model = create_model("repbert", data["backbone"])
+    batches = MicroBatches(read_groups(data["groups"]), seed=3, batch_size=4, group_size=3, grad_accum=1, rank=0, world=1,
+                           teacher=None)
+    here = list(step_batches(batches, model, 2, 7))
+    there = list(step_batches(batches, model, 2, 7, thread=True))
+    assert [[b.qids for b in step] for step in here] == [[b.qids for b in step] for step in there]
+    assert all(torch.equal(a.features.queries["input_ids"], b.features.queries["input_ids"])
+               for x, y in zip(here, there) for a, b in zip(x, y))
 
 
 def test_workers_auto_is_recorded(data: dict[str, Path], tmp_path: Path, cli: Any) -> None:
