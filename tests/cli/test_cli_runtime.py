@@ -39,7 +39,7 @@ def rerank(cli: Any, data: dict[str, Path], out: Path, *extra: object) -> Any:
                data["topics"], "--corpus", data["corpus"], "--output", out, "--depth", 10, *extra)
 
 
-def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path], tmp_path: Path) -> None:
+def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path], tmp_path: Path, cache: Path) -> None:
     runs = {}
     for name, extra in (("torch", ()), ("onnx", ("--backend", "onnx", "--threads", 1)),
                         ("int8", ("--backend", "onnx", "--quantize", "int8")), ("bf16", ("--precision", "bf16")),
@@ -51,7 +51,7 @@ def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path]
         result = rerank(cli, data, tmp_path / f"{name}.run", *extra)
         assert result.code == 0, result.stderr
         runs[name] = read_run(tmp_path / f"{name}.run")
-    assert (data["mono"] / "onnx").is_dir()  # kept beside the (writable) checkpoint
+    assert not (data["mono"] / "onnx").exists() and (cache / "onnx").is_dir()  # in the cache, never the checkpoint
     for qid, docs in runs["torch"].items():
         for docid, score in docs.items():
             assert runs["onnx"][qid][docid] == pytest.approx(score, abs=1e-4)
@@ -61,7 +61,7 @@ def test_rerank_onnx_matches_torch_and_int8_runs(cli: Any, data: dict[str, Path]
     # OpenVINO reruns byte for byte (same inputs, same threads), the static int8 from its cached IR too.
     assert (tmp_path / "openvino.run").read_bytes() == (tmp_path / "openvino-again.run").read_bytes()
     assert (tmp_path / "openvino-int8.run").read_bytes() == (tmp_path / "openvino-int8-again.run").read_bytes()
-    assert len(list((data["mono"] / "onnx").glob("*.ov-int8.xml"))) == 1
+    assert len(list((cache / "onnx").rglob("*.ov-int8.xml"))) == 1
 
 
 @pytest.mark.parametrize("extra, message", [
