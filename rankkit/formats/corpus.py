@@ -16,6 +16,7 @@ from typing import Iterator
 
 from rankkit.errors import InputError
 from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.formats.ids import check_id
 
 ID_KEYS = ("id", "_id", "docid", "doc_id", "pid")
 
@@ -54,7 +55,7 @@ def parse_json_document(path: PathLike, number: int, line: str) -> Document:
         raise InputError(path, number, "missing document text ('contents' or 'text')")
     if not isinstance(text, str) or not isinstance(title, str):
         raise InputError(path, number, "document text and title must be strings")
-    return Document(str(docid), text, title, number)
+    return Document(check_id(str(docid), "document id", path, number), text, title, number)
 
 
 def parse_tsv_document(path: PathLike, number: int, line: str) -> Document:
@@ -62,7 +63,7 @@ def parse_tsv_document(path: PathLike, number: int, line: str) -> Document:
     docid, tab, text = line.partition("\t")
     if not tab or not docid.strip():
         raise InputError(path, number, "expected 'id<TAB>text'")
-    return Document(docid.strip(), text, "", number)
+    return Document(check_id(docid.strip(), "document id", path, number), text, "", number)
 
 
 def count_documents(corpus: PathLike) -> int:

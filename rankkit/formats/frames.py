@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from rankkit.errors import RankkitError
+from rankkit.errors import RankkitError, excerpt
+from rankkit.formats.ids import all_valid, id_problem
 from rankkit.formats.runs import Run, sort_ranking
 
 if TYPE_CHECKING:
@@ -71,6 +72,18 @@ def _columns(frame: Any) -> str:
     return ", ".join(str(c) for c in frame.columns) or "none"
 
 
+def _check_frame(frame: Any, what: str) -> None:
+    """A frame rankkit can read as one table: column names given once (``frame[name]`` of a name given twice
+    is a frame, not a column), and at least one row (an empty run or qrels is no input; as an empty file)."""
+    names = [str(c) for c in frame.columns]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise RankkitError(f"{what}: the DataFrame has {len(names) - len(set(names)) + len(twice)} columns named "
+                           f"{twice[0]!r}; give each column once")
+    if len(frame) == 0:
+        raise RankkitError(f"{what}: the DataFrame has no rows (its columns: {_columns(frame)})")
+
+
 def _column(frame: Any, names: tuple[str, ...], what: str, *, needed: bool = True) -> str | None:
     for name in names:
         if name in frame.columns:
@@ -86,7 +99,13 @@ def _ids(frame: Any, column: str, what: str) -> list[str]:
     missing = values.isna().to_numpy()
     if missing.any():
         raise RankkitError(f"{what}: row {_row(frame, int(missing.argmax()))!r} has no {column}")
-    return [str(v) for v in values.tolist()]
+    ids = [str(v) for v in values.tolist()]
+    if not all_valid(ids):  # whitespace in an id: a run written from it would not read back (formats/ids.py)
+        for i, value in enumerate(ids):
+            problem = id_problem(value)
+            if problem is not None:
+                raise RankkitError(f"{what}: row {_row(frame, i)!r}: {column} {excerpt(value)} {problem}")
+    return ids
 
 
 def _numbers(frame: Any, column: str, what: str, *, integers: bool = False) -> list[Any]:
@@ -122,6 +141,7 @@ def _pairs(frame: Any, what: str, keys: tuple[list[str], list[str]], values: lis
 def run_from_frame(frame: Any, what: str = "run") -> Run:
     """``{qid: {docid: score}}`` of a results frame (``qid``/``query_id``, ``docno``/``docid``/``doc_id``,
     ``score`` or only ``rank``); queries in the order they first appear."""
+    _check_frame(frame, what)
     qid = _column(frame, QID, what)
     docno = _column(frame, DOCNO, what)
     score = _column(frame, SCORE, what, needed=False)
@@ -138,6 +158,7 @@ def run_from_frame(frame: Any, what: str = "run") -> Run:
 
 def qrels_from_frame(frame: Any, what: str = "qrels") -> dict[str, dict[str, int]]:
     """``{qid: {docid: label}}`` of a qrels frame (``qid``/``query_id``, ``docno``/``doc_id``, ``label``/``relevance``)."""
+    _check_frame(frame, what)
     qid = _column(frame, QID, what)
     docno = _column(frame, DOCNO, what)
     label = _column(frame, LABEL, what)
@@ -146,6 +167,7 @@ def qrels_from_frame(frame: Any, what: str = "qrels") -> dict[str, dict[str, int
 
 
 def _texts(frame: Any, keys: tuple[str, ...], text: tuple[str, ...], what: str, noun: str) -> dict[str, str]:
+    _check_frame(frame, what)
     key = _column(frame, keys, what)
     column = _column(frame, text, what)
     assert key is not None and column is not None
@@ -173,6 +195,7 @@ def passages_from_frame(frame: Any, what: str = "passages") -> dict[str, str]:
 
 def frame_kind(frame: Any) -> str:
     """What a frame holds, from its columns: qrels (a label), run (a score or rank), topics or passages."""
+    _check_frame(frame, "DataFrame")
     columns = set(frame.columns)
     if columns & set(LABEL):
         return "qrels"

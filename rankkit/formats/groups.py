@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator
 
 from rankkit.errors import InputError
 from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.formats.ids import check_id
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ def _passages(path: PathLike, number: int, value: Any, key: str, ids_only: bool 
         if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)
                                   or not math.isfinite(score)):
             raise InputError(path, number, f"'{key}[{i}].score' must be a finite number")
-        out.append(Passage(str(item["docid"]), None if ids_only else item["text"], label if key == "pos" else 0,
+        docid = check_id(str(item["docid"]), f"'{key}[{i}].docid'", path, number)
+        out.append(Passage(docid, None if ids_only else item["text"], label if key == "pos" else 0,
                            None if score is None else float(score)))
     return out
 
@@ -134,7 +136,7 @@ def parse_group(path: PathLike, number: int, line: str) -> TrainingGroup:
         raise InputError(path, number, "'query' must be a text")
     if "pos" not in record:
         raise InputError(path, number, "missing 'pos' list")
-    qid = str(record["qid"]) if "qid" in record else f"line{number}"
+    qid = check_id(str(record["qid"]), "'qid'", path, number) if "qid" in record else f"line{number}"
     pos = _passages(path, number, record["pos"], "pos", ids_only)
     neg = _passages(path, number, record.get("neg", []), "neg", ids_only)
     if not pos:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from rankkit.errors import InputError
+from rankkit.errors import InputError, excerpt
 from rankkit.files import PathLike, atomic_write, iter_lines
+from rankkit.formats.ids import all_valid, check_id
 
 Run = dict[str, dict[str, float]]
 
@@ -230,10 +231,17 @@ def write_run(
 
 
 def format_ranking(qid: str, docs: Mapping[str, float], tag: str, *, k: int | None = None) -> tuple[str, int]:
-    """One query's run lines, sorted the trec_eval way and ranked 1..n (top ``k``), and how many."""
+    """One query's run lines, sorted the trec_eval way and ranked 1..n (top ``k``), and how many.
+
+    Every id is checked (:mod:`rankkit.formats.ids`): a run rankkit writes always reads back as written,
+    whatever path its ids came by (the readers check them too, with the file and line)."""
     ranking = sort_ranking(docs)
     if k is not None:
         ranking = ranking[:k]
+    if not all_valid([qid, *(docid for docid, _ in ranking)]):
+        check_id(qid, "query id")
+        for docid, _ in ranking:
+            check_id(docid, f"document id (query {excerpt(qid)})")
     # One string per query (format_score inlined: repr of the float): runs hold millions of lines.
     return "".join([f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
                     for rank, (docid, score) in enumerate(ranking, start=1)]), len(ranking)

@@ -11,6 +11,7 @@ from typing import Iterator, Mapping
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import PathLike, atomic_write, iter_lines, parse_json_object
+from rankkit.formats.ids import check_id
 
 Topics = dict[str, str]
 
@@ -78,12 +79,12 @@ def _iter_numbered(path: PathLike, field: str | None = None) -> Iterator[tuple[i
                 raise InputError(path, number, "missing query id (one of 'qid', 'query_id', '_id')")
             if not isinstance(text, str):
                 raise InputError(path, number, "missing query text (one of 'text', 'query')")
-            yield number, str(qid), text
+            yield number, check_id(str(qid), "query id", path, number), text
         else:
             qid, tab, text = line.partition("\t")
             if not tab or not qid.strip():
                 raise InputError(path, number, "expected 'qid<TAB>text'")
-            yield number, qid.strip(), text.strip()
+            yield number, check_id(qid.strip(), "query id", path, number), text.strip()
 
 
 def _iter_sgml(path: PathLike, first: int, lines: Iterator[tuple[int, str]], field: str
@@ -138,6 +139,7 @@ def _sgml_topic(path: PathLike, line: int, fields: dict[str, list[str]], field: 
     qid = text("num")
     if not qid:
         raise InputError(path, line, "topic has no <num> (expected '<num> Number: 301')")
+    check_id(qid, "query id (<num>)", path, line)
     value = text(field)
     if not value:
         raise InputError(path, line, f"topic {qid!r} has no <{_TAG_OF[field]}> text "
