@@ -10,6 +10,13 @@ second copy of a 27 GB file in another format), the table costs 32 bytes a group
 candidate id, it is built by the same strict readers every other file goes through (``FILE:LINE``
 errors, UTF-8, BOM, gzip), and no dependency is added for it.
 
+Pinned while training reads it: each group's line is read again when a step draws it, so a file
+rewritten in place (same size, other text) would be trained on silently while the checkpoint records
+the old file's SHA-256. The table keeps a 64-bit hash of every group's line, and
+:meth:`GroupFile.__getitem__` checks the bytes it reads against it (and the file's size and
+modification time against the table's): a change is one line naming the file and line, and the run
+stops before writing a model.
+
 The pass also validates every line (a bad line is an error before training starts, not at step
 50,000), records each file's SHA-256 (the fingerprint resume checks), the longest candidate list
 and whether every candidate carries a score (``--whole-lists``), and 64-bit hashes of each group's
@@ -48,7 +55,7 @@ from rankkit.files import (
 from rankkit.formats.groups import TrainingGroup, file_shape, parse_line
 from rankkit.formats.ids import docid_hash
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2  # 2: a hash of each group's line, checked when the line is read again (issue 38)
 SUFFIX = ".rkgroups"
 #: One group's place: its line's first byte, the byte after its newline, its line number, and the
 #: index of its first candidate in the ``docids`` hashes (ids-only forms).
@@ -70,6 +77,11 @@ def table_dir(path: Path, cache_dir: Path | None = None) -> Path:
     """Where the group table of ``path`` lives: named by the file and a hash of its absolute path."""
     digest = hashlib.sha1(str(Path(path).resolve()).encode("utf-8")).hexdigest()[:12]
     return table_root(cache_dir) / f"{Path(path).name}.{digest}{SUFFIX}"
+
+
+def line_hash(line: bytes) -> int:
+    """A 64-bit hash of a group's line as read from the file (its bytes, line end included)."""
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "little")
 
 
 def _read_header(folder: Path) -> dict[str, Any] | None:
@@ -152,6 +164,7 @@ def build_table(path: Path, folder: Path, *, copy_text: bool = False) -> dict[st
     source: IO[bytes] = gzip.GzipFile(fileobj=hashed, mode="rb") if gz else hashed  # type: ignore[assignment]
     copy: IO[bytes] | None = open(folder / "text", "wb") if gz or copy_text else None
     groups, qids, docids = _Column(folder / "groups"), _Column(folder / "qids"), _Column(folder / "docids")
+    lines = _Column(folder / "lines")
     shape: str | None = None
     offset = count = longest = candidates = 0
     all_scored = True
@@ -171,6 +184,7 @@ def build_table(path: Path, folder: Path, *, copy_text: bool = False) -> dict[st
                 members = group.pos + group.neg
                 groups.extend((start, offset, number, candidates))
                 qids.extend((docid_hash(group.qid),))
+                lines.extend((line_hash(line),))
                 if shape in ID_SHAPES:
                     docids.extend(docid_hash(c.docid) for c in members)
                     candidates += len(members)
@@ -183,7 +197,7 @@ def build_table(path: Path, folder: Path, *, copy_text: bool = False) -> dict[st
                 pass
             bar.update(task, completed=st.st_size)
     finally:
-        for column in (groups, qids, docids):
+        for column in (groups, qids, docids, lines):
             column.close()
         source.close()
         raw.close()
@@ -247,8 +261,21 @@ class GroupFile(Sequence[TrainingGroup]):
         self.size: int = int(header["groups"])
         self._owner = os.getpid() if temporary else None
         text = folder / "text" if header["text"] == "copy" else self.path
-        self._groups = os.open(folder / "groups", os.O_RDONLY)
-        self._text = os.open(text, os.O_RDONLY)
+        self._groups: int | None = None
+        self._lines: int | None = None
+        self._text: int | None = None
+        try:
+            self._groups = os.open(folder / "groups", os.O_RDONLY)
+            self._lines = os.open(folder / "lines", os.O_RDONLY)
+            self._text = os.open(text, os.O_RDONLY)
+            st = os.fstat(self._text)
+            #: What the text read from must stay: the indexed file's size and mtime (a copy's: its own).
+            self._pin = ((st.st_size, st.st_mtime_ns) if header["text"] == "copy"
+                         else (int(header["size"]), int(header["mtime_ns"])))
+            self._check_pin(None)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def open(cls, path: Path, cache_dir: Path | None = None) -> "GroupFile":
@@ -283,6 +310,7 @@ class GroupFile(Sequence[TrainingGroup]):
 
     def place(self, index: int) -> tuple[int, int, int, int]:
         """``(start, end, line, first candidate)`` of group ``index``."""
+        assert self._groups is not None, "closed"
         raw = os.pread(self._groups, RECORD.itemsize, RECORD.itemsize * index)
         start, end, line, first = np.frombuffer(raw, dtype=RECORD)[0].tolist()
         return start, end, line, first
@@ -302,8 +330,25 @@ class GroupFile(Sequence[TrainingGroup]):
         if not 0 <= index < self.size:
             raise IndexError(index)
         start, end, line, _ = self.place(index)
-        text = decode_line(self.path, line, os.pread(self._text, end - start, start))
-        return parse_line(self.path, line, text, self.shape)
+        assert self._text is not None and self._lines is not None, "closed"
+        raw = os.pread(self._text, end - start, start)
+        self._check_pin(line)
+        expected = int.from_bytes(os.pread(self._lines, 8, 8 * index), "little")
+        if line_hash(raw) != expected:
+            raise self._changed(line, "the group on this line is not the one indexed when training started")
+        return parse_line(self.path, line, decode_line(self.path, line, raw), self.shape)
+
+    def _check_pin(self, line: int | None) -> None:
+        """Refuse a file whose size or modification time is no longer that of the file indexed."""
+        assert self._text is not None, "closed"
+        st = os.fstat(self._text)
+        if (st.st_size, st.st_mtime_ns) != self._pin:
+            raise self._changed(line, f"its size or modification time changed ({self._pin[0]:,} -> {st.st_size:,} "
+                                      "bytes)")
+
+    def _changed(self, line: int | None, why: str) -> InputError:
+        return InputError(self.path, line, f"changed while training read it ({why}); the run stops without writing "
+                                           "a model: train again on a file that stays as it is")
 
     def hashes(self, name: str) -> Iterator[tuple[int, np.ndarray]]:
         """``(position, chunk)`` of the ``qids`` (one per group) or ``docids`` hashes, read in chunks."""
@@ -330,7 +375,7 @@ class GroupFile(Sequence[TrainingGroup]):
                 base += block.size
 
     def close(self) -> None:
-        for fd in ("_groups", "_text"):
+        for fd in ("_groups", "_lines", "_text"):
             if getattr(self, fd, None) is not None:
                 os.close(getattr(self, fd))
                 setattr(self, fd, None)
