@@ -28,10 +28,10 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from rankkit.errors import InputError, RankkitError
-from rankkit.files import PathLike, atomic_write
+from rankkit.errors import InputError, RankkitError, excerpt
+from rankkit.files import PathLike, atomic_write, iter_lines
 
 METRICS_CSV = "metrics.csv"
 TRAINING_PNG = "training.png"
@@ -73,45 +73,89 @@ class Curves:
         return [c for c in DEV_COLUMNS if any(c in row for row in self.rows)]
 
 
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
+#: Largest magnitude of a logged value plotted: training logs 32-bit floats (at most ~3.4e38); a larger
+#: value comes from a damaged or hand-made file, and near 1e308 matplotlib's axis arithmetic overflows.
+MAX_VALUE = 1e39
+#: Largest step read (a whole number: 2^53, past any ``max_steps``).
+MAX_STEP = 2**53
+#: Longest line of a metrics.csv (a row is ~100 characters) or train.log (a record is a few hundred).
+MAX_ROW = 1 << 20
+
+
+def _value(path: Path, number: int, key: str, value: Any) -> float | None:
+    """A logged value as a float; ``None`` for an empty or non-finite one (left out, as a step without it);
+    a value that is not a number, or one beyond :data:`MAX_VALUE`, is one line naming the file and line."""
+    if value is None or value == "":
         return None
-    return value if math.isfinite(value) else None
+    name = excerpt(key)[1:-1]  # a column name of the file: cut, unquoted
+    if isinstance(value, bool):
+        raise InputError(path, number, f"{name} = {value!r} is not a number")
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        raise InputError(path, number, f"{name} = {excerpt(value)} is not a number") from None
+    if not math.isfinite(result):
+        return None
+    if abs(result) > MAX_VALUE:
+        raise InputError(path, number, f"{name} = {excerpt(value)} is beyond {MAX_VALUE:g}, more than a "
+                                       "training run logs (32-bit floats); refusing to plot it")
+    if key == "step" and (not result.is_integer() or not 0 <= result <= MAX_STEP):
+        raise InputError(path, number, f"step = {excerpt(value)} is not a whole number from 0 to 2^53")
+    return result
+
+
+def _rows(path: Path) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of a log file: strict UTF-8, bounded length (:data:`MAX_ROW`), gzip by content."""
+    for number, line in iter_lines(path):
+        if len(line) > MAX_ROW:
+            raise InputError(path, number, f"a line of {len(line):,} characters, longer than any row a training run "
+                                           f"logs ({MAX_ROW:,}); not a rankkit training log")
+        yield number, line
 
 
 def read_metrics_csv(path: Path) -> list[dict[str, float]]:
-    """The rows of a ``metrics.csv`` (empty cells left out); a file without a ``step`` column is an error."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is None or "step" not in reader.fieldnames:
-            raise InputError(path, 1, "not a rankkit metrics.csv (no 'step' column)")
-        rows = []
-        for row in reader:
-            values = {key: _number(text) for key, text in row.items() if key is not None and text not in ("", None)}
-            if values.get("step") is None:
-                raise InputError(path, reader.line_num, "row without a step")
-            rows.append({key: value for key, value in values.items() if value is not None})
+    """The rows of a ``metrics.csv`` (empty cells left out); a file without a ``step`` column is an error.
+
+    Read line by line through rankkit's bounded reader (a 100 MB line is one line of error, not the csv
+    module's field-size traceback), every value checked (:func:`_value`)."""
+    header: list[str] | None = None
+    rows = []
+    for number, line in _rows(path):
+        try:
+            fields = next(csv.reader([line]))
+        except csv.Error as err:
+            raise InputError(path, number, f"not a CSV row ({err})") from None
+        if header is None:
+            header = [name.strip() for name in fields]
+            if "step" not in header:
+                raise InputError(path, number, "not a rankkit metrics.csv (no 'step' column)")
+            continue
+        values = {key: _value(path, number, key, text) for key, text in zip(header, fields)}
+        if values.get("step") is None:
+            raise InputError(path, number, "row without a step")
+        rows.append({key: value for key, value in values.items() if value is not None})
     return rows
 
 
 def read_train_log(path: Path) -> list[dict[str, float]]:
     """Rows like metrics.csv's from a ``train.log`` (JSON lines): loss lines and dev lines of the same step merged."""
     by_step: dict[int, dict[str, float]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError(path, number, "not a JSON line (is this a rankkit train.log?)") from None
-            if not isinstance(record, dict) or "step" not in record or "event" in record:
-                continue
-            keys = [k for k in ("epoch", "loss", "lr", *DEV_COLUMNS) if isinstance(record.get(k), (int, float))]
-            if not keys:
-                continue
-            row = by_step.setdefault(int(record["step"]), {"step": float(record["step"])})
-            row.update({k: float(record[k]) for k in keys})
+    for number, line in _rows(path):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            raise InputError(path, number, "not a JSON line (is this a rankkit train.log?)") from None
+        if not isinstance(record, dict) or "step" not in record or "event" in record:
+            continue
+        values = {k: _value(path, number, k, record.get(k)) for k in ("epoch", "loss", "lr", *DEV_COLUMNS)}
+        kept = {k: v for k, v in values.items() if v is not None}
+        if not kept:
+            continue
+        step = _value(path, number, "step", record["step"])
+        if step is None:
+            raise InputError(path, number, "a record without a step")
+        row = by_step.setdefault(int(step), {"step": step})
+        row.update(kept)
     return [by_step[step] for step in sorted(by_step)]
 
 
