@@ -42,6 +42,17 @@ def max_line() -> int:
     return int(text) if text.isdigit() and int(text) > 0 else MAX_LINE
 
 
+#: Blank (or skipped comment) lines a reader goes through before it takes a file for a flood of them: more
+#: than this many and more than the file's lines of data so far (2 GB of newlines, 9 MB gzipped, is two
+#: billion lines that no reader should walk one by one; a real file's blank lines are few).
+BLANK_FLOOD = 1_000_000
+
+
+def blank_flood(path: PathLike, number: int, blank: int, kept: int) -> InputError:
+    return InputError(path, number, f"{blank:,} blank lines and {kept:,} lines of data so far: a flood of empty lines, "
+                                    "not a file of records; refusing to read on")
+
+
 def line_too_long(path: PathLike, number: int | None, limit: int) -> InputError:
     return InputError(path, number, f"line longer than {limit:,} characters (a file without line breaks?); "
                                     f"refusing to read it whole (set {MAX_LINE_ENV} to allow longer lines)")
@@ -121,7 +132,7 @@ def _utf8_problem(raw: bytes, err: UnicodeDecodeError, number: int) -> str:
 def iter_raw_lines(path: PathLike, handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     """``(line_number, bytes)`` of an open binary handle, gzip failures turned into ``InputError``;
     a line past :func:`max_line` bytes is refused (never read whole)."""
-    number = 0
+    number = blank = 0
     limit = max_line()
     readline = handle.readline
     while True:
@@ -134,6 +145,10 @@ def iter_raw_lines(path: PathLike, handle: IO[bytes]) -> Iterator[tuple[int, byt
         number += 1
         if len(raw) > limit and len(raw.rstrip(b"\r\n")) > limit:
             raise line_too_long(path, number, limit)
+        if raw.isspace():  # still yielded (callers count byte offsets); only a flood of them is refused
+            blank += 1
+            if blank > BLANK_FLOOD and 2 * blank > number:
+                raise blank_flood(path, number, blank, number - blank)
         yield number, raw
 
 
@@ -155,7 +170,7 @@ class _TextReader(io.TextIOWrapper):
         # utf-8-sig drops a leading byte-order mark; newline="\n" keeps "\r" for callers to strip.
         super().__init__(buffer, encoding="utf-8-sig", errors="strict", newline="\n")  # type: ignore[arg-type]
         self._source = str(path)
-        self._number = 0
+        self._number = self._blank = 0
         self._limit = max_line()
 
     def _failed(self, err: Exception) -> InputError:
@@ -173,6 +188,10 @@ class _TextReader(io.TextIOWrapper):
         self._number += 1
         if len(line) > self._limit and len(line.rstrip("\r\n")) > self._limit:
             raise line_too_long(self._source, self._number, self._limit)
+        if line.isspace():
+            self._blank += 1
+            if self._blank > BLANK_FLOOD and 2 * self._blank > self._number:
+                raise blank_flood(self._source, self._number, self._blank, self._number - self._blank)
         return line
 
     def readline(self, size: int = -1) -> str:  # type: ignore[override]
@@ -204,7 +223,7 @@ def iter_lines(path: PathLike, *, skip_comments: bool = False) -> Iterator[tuple
     bytes that are not UTF-8 or a damaged gzip stream (see the module docstring).
     """
     seen = False
-    number = 0
+    number = skipped = 0
     limit = max_line()
     # Fast path: strict text decoding of whole chunks; only a decoding error pays for a byte-level
     # rescan that finds its line. readline(size) rather than iteration: no line is read whole past
@@ -226,9 +245,10 @@ def iter_lines(path: PathLike, *, skip_comments: bool = False) -> Iterator[tuple
             if number == 1 and line.startswith("\ufeff"):
                 line = line[1:]
             line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if skip_comments and line.lstrip().startswith("#"):
+            if not line.strip() or skip_comments and line.lstrip().startswith("#"):
+                skipped += 1
+                if skipped > BLANK_FLOOD and 2 * skipped > number:
+                    raise blank_flood(path, number, skipped, number - skipped)
                 continue
             seen = True
             yield number, line

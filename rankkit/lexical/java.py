@@ -159,15 +159,112 @@ def _drop_vector_module_option() -> None:
         jnius_config.set_options(*(o for o in jnius_config.get_options() if o != VECTOR_MODULE_OPTION))
 
 
+#: What the JVM maps besides its heap when the address space is limited: compressed class space, code
+#: cache and metaspace as set below, plus G1's tables, thread stacks and malloc arenas (measured with
+#: ``java -version`` under ``ulimit -v``: 1.95 GB fits -Xmx512m, not 640m; 3.9 GB fits 2.75g, not 3g).
+JVM_OVERHEAD = 1536 << 20
+#: The smallest heap Anserini is started with (a BM25 index of a small corpus fits; a larger one says so).
+MIN_HEAP = 256 << 20
+
+
+def address_space_left() -> int | None:
+    """Bytes of address space this process may still map under its ``RLIMIT_AS`` (``ulimit -v``), or None
+    when there is no limit. The JVM reserves its heap, class space and code cache up front (8.9 GB of
+    address space on a 23 GB machine, by its own defaults), so under a limit it must be sized to fit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not on Linux
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):  # pragma: no cover - no /proc
+        pass
+    return max(0, soft - used)
+
+
+def _sized_options(user: list[str]) -> list[str]:
+    """JVM options that fit the address space left (none without a limit); one line when nothing fits."""
+    left = address_space_left()
+    if left is None:
+        return []
+    heap = left - JVM_OVERHEAD
+    if heap < MIN_HEAP:  # the machine's limit, not the command: exit 1
+        from rankkit.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(f"Java (Anserini) needs at least {(JVM_OVERHEAD + MIN_HEAP) >> 20:,} MB of address space, "
+                        f"and this process's limit (ulimit -v) leaves {left >> 20:,} MB: raise the limit")
+    options = ["-XX:CompressedClassSpaceSize=128m", "-XX:ReservedCodeCacheSize=128m", "-XX:MaxMetaspaceSize=256m"]
+    if not any(option.startswith("-Xmx") for option in user):
+        options.append(f"-Xmx{min(heap, 32 << 30) >> 20}m")
+    return options
+
+
+def _error_file() -> str:
+    """Where a crashing JVM writes its ``hs_err_pid*.log``: rankkit's cache folder, never the working folder."""
+    from rankkit.files import user_cache_root
+
+    folder = user_cache_root() / "java"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        import tempfile
+
+        folder = Path(tempfile.gettempdir())
+    return str(folder / "hs_err_pid%p.log")
+
+
 def _jvm_options(major: int) -> list[str]:
     # -Xrs: the JVM must not take over SIGINT/SIGTERM. Without it, Ctrl-C runs Java's exit path
     # and the process dies at once, skipping Python's cleanup (temporary build folders stay).
-    options = ["-Xrs", "-Dlog4j2.level=warn", "-Djava.awt.headless=true"]
+    options = ["-Xrs", "-Dlog4j2.level=warn", "-Djava.awt.headless=true", f"-XX:ErrorFile={_error_file()}"]
     if major >= 24:
         # Lucene 9 still calls sun.misc.Unsafe::invokeCleaner; Java 24+ warns about it on stderr.
         options.append("--sun-misc-unsafe-memory-access=allow")
-    options += os.environ.get("RANKKIT_JAVA_OPTS", "").split()
-    return options
+    user = os.environ.get("RANKKIT_JAVA_OPTS", "").split()
+    return options + _sized_options(user) + user
+
+
+def _preflight(home: Path, options: list[str]) -> None:
+    """Start ``java -version`` with ``options`` in a child limited to the address space this process has left.
+
+    A JVM that cannot start inside this process prints its own words and exits the whole process
+    (no Python clean-up runs, no rankkit line); the child tells the same in advance. Only under an
+    address-space limit: elsewhere the JVM's reservations always succeed.
+    """
+    left = address_space_left()
+    if left is None:
+        return
+    import subprocess
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (left, left))
+
+    java = home / "bin" / "java"
+    try:
+        child = subprocess.run([str(java), *options, "-version"], capture_output=True, text=True, timeout=120,
+                               preexec_fn=limit, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise JavaError(f"cannot start Java from {home} under this process's address-space limit: {err}; "
+                        f"{DOCTOR_HINT}") from None
+    if child.returncode != 0:
+        lines = [line.strip("# ").strip() for line in (child.stderr + child.stdout).splitlines()
+                 if line.strip("# ").strip() and not line.startswith("Error occurred during initialization")]
+        from rankkit.errors import EnvironmentFailure
+
+        reason = lines[0] if lines else f"exit code {child.returncode}"
+        raise EnvironmentFailure(f"Java cannot start within this process's address-space limit (ulimit -v; "
+                                 f"{left >> 20:,} MB left): {reason[:200]}; raise the limit or lower -Xmx in "
+                                 "RANKKIT_JAVA_OPTS")
 
 
 def start_jvm() -> None:
@@ -189,7 +286,9 @@ def start_jvm() -> None:
             raise JavaError(f"pyjnius is not installed (pyserini needs it); {DOCTOR_HINT}") from None
         _drop_vector_module_option()
         if not jnius_config.vm_running:
-            jnius_config.add_options(*_jvm_options(java_major(version) or MIN_JAVA_MAJOR))
+            options = _jvm_options(java_major(version) or MIN_JAVA_MAJOR)
+            _preflight(home, options)
+            jnius_config.add_options(*options)
         try:
             import pyserini.pyclass as pyclass  # adds the jar to the classpath and starts the JVM
 
