@@ -244,6 +244,18 @@ class CorpusDocStore(DocStore):
         self._offsets = data[self.documents :]
         text = self.table_dir / "text" if header["text"] == "text" else corpus
         self._handle: IO[bytes] = open(text, "rb")
+        st = os.fstat(self._handle.fileno())
+        # Pinned while it is read (a long rerank, ids-only training): the corpus indexed, or its copy.
+        self._pin = ((st.st_size, st.st_mtime_ns) if header["text"] == "text"
+                     else (header.get("corpus_size"), header.get("corpus_mtime_ns")))
+        self._check_pin()
+
+    def _check_pin(self) -> None:
+        """Refuse a corpus rewritten since its table was built: its lines are read by byte offset."""
+        st = os.fstat(self._handle.fileno())
+        if (st.st_size, st.st_mtime_ns) != self._pin:
+            raise InputError(self.path, None, "changed while it was read (its size or modification time is not that "
+                                              "of the file indexed); run again on a corpus that stays as it is")
 
     @staticmethod
     def _locate(corpus: Path, cache_dir: Path | None) -> Path:
@@ -301,6 +313,7 @@ class CorpusDocStore(DocStore):
         for docid, first, last in zip(wanted, lo.tolist(), hi.tolist()):
             requests.extend((int(self._offsets[j]), docid) for j in range(first, last))
         requests.sort()
+        self._check_pin()
         found: dict[str, str] = {}
         for offset, docid in requests:
             if docid not in found:

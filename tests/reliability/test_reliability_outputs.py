@@ -285,6 +285,24 @@ def test_a_group_whose_bytes_changed_is_refused_even_with_the_same_size_and_time
         file.close()
 
 
+def test_a_corpus_rewritten_while_passages_are_read_is_refused(ws: dict[str, Path]) -> None:
+    """Passages are read by byte offset (a long rerank, ids-only training's --collection): a corpus rewritten
+    in place (same size, same ids, other text) gave other texts silently. Now one line naming the corpus."""
+    from rankkit.docstore import CorpusDocStore
+    from rankkit.errors import InputError
+
+    store = CorpusDocStore(ws["corpus"], cache_dir=ws["root"] / "tables")
+    try:
+        first = store.get_many(["d0_0"])
+        text = ws["corpus"].read_text(encoding="utf-8")
+        ws["corpus"].write_text(text.replace("apple", "grape"), encoding="utf-8")
+        with pytest.raises(InputError, match="corpus.jsonl: changed while it was read"):
+            store.get_many(["d0_1"])
+    finally:
+        store.close()
+    assert "apple" in first["d0_0"]
+
+
 # -------------------------------------------------------------------------------- model cards
 
 
