@@ -22,8 +22,8 @@ what it measured), in this order so that the first pass of each row meets shapes
    score correlation of each precision against its fp32, what ``--precision auto``'s check measures, and the
    zero-shot MiniLM bi-encoder in fp32 and bf16;
 3. **commands**: ``rankkit rerank`` end to end in child processes (defaults, ``--precision bf16``, ``fp32``):
-   process wall, pairs/s while scoring (its last log line), and start-up (``--help``) with and without the
-   bytecode cache;
+   process wall, pairs/s while scoring (its last log line), start-up (``--help``), and where the start-up goes
+   (``python -X importtime``);
 4. **training**: step time (median after warm-up, synchronised) and peak memory of mono (8 groups x 8 x 256
    tokens, bf16) through rankkit's Trainer with ``--workers auto`` and 0, the ``rankkit train`` command end to
    end, a bare transformers loop on pre-tokenised batches (the floor), sentence-transformers' CrossEncoder model
@@ -582,8 +582,7 @@ def import_profile(results: Results, work: Path, extra_paths: list[str]) -> None
                                                for cum, own, name in top)})
 
 
-def commands(results: Results, mono: Path, work: Path, sizes: Sizes, extra_paths: list[str], deadline: float,
-             only_rerank: bool = False) -> None:
+def commands(results: Results, mono: Path, work: Path, sizes: Sizes, extra_paths: list[str], deadline: float) -> None:
     cache = work / "cache"
     env = command_env(extra_paths, cache)
     python = [sys.executable, "-m", "rankkit"]
@@ -596,16 +595,12 @@ def commands(results: Results, mono: Path, work: Path, sizes: Sizes, extra_paths
         run = read_run(DL19 / "runs" / "BM25.dl19.txt")
         write_run(work / "few.run", {q: run[q] for q in sorted(run)[: sizes.queries]}, "bm25")
         base[base.index("--run") + 1] = str(work / "few.run")
-    rows = [("--help, bytecode cache off (first start)", ["rerank", "--help"], {"RANKKIT_BYTECODE_CACHE": "0"}),
-            ("--help, bytecode cache on, first", ["rerank", "--help"], {}),
-            ("--help, bytecode cache on, again", ["rerank", "--help"], {}),
+    rows = [("--help (start-up)", ["rerank", "--help"], {}),
             ("defaults", [*base, "-o", str(work / "defaults.run")], {}),
             ("--precision bf16", [*base, "-o", str(work / "bf16.run"), "--precision", "bf16"], {}),
             ("--precision fp32", [*base, "-o", str(work / "fp32.run"), "--precision", "fp32"], {})]
     if sizes.device != "cuda":
-        rows[4] = ("--precision bf16 (CPU: autocast)", rows[4][1], {})
-    if only_rerank:
-        rows = [rows[0], *rows[3:]]
+        rows[2] = ("--precision bf16 (CPU: autocast)", rows[2][1], {})
     for label, args, more in rows:
         if time.monotonic() > deadline:
             results.add("commands", {"command": f"rankkit {label}", "note": "skipped: the time budget ran out"})
@@ -885,8 +880,8 @@ def main(argv: list[str] | None = None) -> int:
             encoding(results, minilm, sizes)
         if "quality" in chosen:
             quality(results, minilm, work, lists, sizes, deadline - 150)
-        if "commands" in chosen or "rerank-commands" in chosen:
-            commands(results, mono, work, sizes, extra_paths, deadline - 100, only_rerank="commands" not in chosen)
+        if "commands" in chosen:
+            commands(results, mono, work, sizes, extra_paths, deadline - 100)
         if "imports" in chosen:
             import_profile(results, work, extra_paths)
         if "training" in chosen or "mono-training" in chosen:

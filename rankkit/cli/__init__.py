@@ -141,41 +141,9 @@ TOKENIZERS_DEFAULT_MARK = "RANKKIT_TOKENIZERS_PARALLELISM_DEFAULT"
 MODEL_REFERENCE_OPTIONS = ("--checkpoint", "--backbone", "--init-checkpoint", "--teacher-checkpoint")
 
 
-def bytecode_cache() -> str | None:
-    """Where the command keeps compiled bytecode when the installed packages cannot keep their own: when
-    transformers' bytecode is missing beside it and cannot be written there (a read-only image, or
-    ``PYTHONDONTWRITEBYTECODE``), every command would compile torch's and transformers' sources again (6-7 s of
-    each start on the GPU image of docs/RESULTS.md issue 36). Then it goes to rankkit's cache folder
-    (``pycache/``), so only the first command pays. Returns the folder, or None (nothing to do;
-    ``RANKKIT_BYTECODE_CACHE=0`` turns it off)."""
-    import importlib.util
-
-    if sys.pycache_prefix is not None or os.environ.get("RANKKIT_BYTECODE_CACHE", "1") == "0":
-        return None
-    spec = importlib.util.find_spec("transformers")  # finds the package without importing it
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    if os.path.exists(importlib.util.cache_from_source(spec.origin)):
-        return None  # the installed bytecode is there: nothing to gain
-    writable = os.access(os.path.dirname(spec.origin), os.W_OK)
-    if writable and not sys.dont_write_bytecode:
-        return None  # Python writes it beside the sources itself
-    from rankkit.files.paths import user_cache_root
-
-    folder = user_cache_root() / "pycache"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    sys.pycache_prefix = str(folder)
-    sys.dont_write_bytecode = False  # into rankkit's own cache folder only, never beside the packages
-    return str(folder)
-
-
 def command_settings(args: list[str] | None = None) -> None:
     """The process-wide settings of the ``rankkit`` command, set before transformers is imported;
     ``rankkit --offline ...`` (before the subcommand) sets ``HF_HUB_OFFLINE=1``."""
-    bytecode_cache()
     if "TOKENIZERS_PARALLELISM" not in os.environ:  # the command's own default: a GPU session may lift it
         os.environ[TOKENIZERS_DEFAULT_MARK] = "1"
     for name, value in COMMAND_ENVIRONMENT.items():
