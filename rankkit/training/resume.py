@@ -12,13 +12,14 @@ half-written step checkpoint.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, excerpt
 from rankkit.files import atomic_write, remove_tree, staging_dir, writing_to
 from rankkit.models import RankingModel, safe_loading
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
@@ -73,8 +74,30 @@ def load_step_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         optim = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # corrupted or foreign file: a user-facing problem, not a crash
-        raise InputError(path, None, f"cannot read optimizer state: {err}") from None
+        raise InputError(path, None, f"cannot read optimizer state: {' '.join(str(err).split())[:200]}") from None
+    _check_state(folder / TRAINER_STATE, state, path, optim)
     return state, optim
+
+
+def _check_state(source: Path, state: Mapping[str, Any], optim_path: Path, optim: Any) -> None:
+    """Typed step-checkpoint state, checked before the trainer takes a value from it (a copied or edited
+    folder: ``"step": true`` would be step 1, ``"step": "x"`` a traceback)."""
+    step = state.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise InputError(source, None, f"step = {excerpt(step)} is not a whole number from 0 to {MAX_STEP:,}")
+    best = state.get("best_dev_mrr")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or not math.isfinite(best)):
+        raise InputError(source, None, f"best_dev_mrr = {excerpt(best)} is not a finite number")
+    metrics = state.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise InputError(source, None, "'metrics' is not an object")
+    if not isinstance(optim, dict) or not all(isinstance(optim.get(k), dict) for k in ("optimizer", "scheduler")) \
+            or not isinstance(optim.get("rng"), (list, tuple)) or not optim["rng"]:
+        raise InputError(optim_path, None, "not a rankkit optimizer state (expected 'optimizer', 'scheduler' and 'rng')")
+
+
+#: Largest step a step checkpoint may record (``max_steps`` stops at 10^9).
+MAX_STEP = 10**9
 
 
 def load_step_weights(model: RankingModel, folder: Path) -> None:

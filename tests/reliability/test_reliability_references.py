@@ -371,3 +371,26 @@ def test_the_bundled_folders_of_every_kind_still_load(cli: Callable[..., Any], w
         result = cli(*rerank_args(ws, model, folder))
         assert result.code == 0, result.stderr
         ws["out"].unlink()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("step", "x", "step = 'x' is not a whole number"),
+    ("step", True, "step = True is not a whole number"),
+    ("best_dev_mrr", "high", "best_dev_mrr = 'high' is not a finite number"),
+])
+def test_a_step_checkpoints_state_is_typed(cli: Callable[..., Any], ws: dict[str, Path], backbone: Path, field: str,
+                                          value: Any, message: str) -> None:
+    """A step checkpoint is a checkpoint kind too: ``"step": "x"`` in trainer_state.json was a ValueError
+    traceback on --resume, ``"step": true`` resumed at step 1."""
+    from training_helpers import write_groups
+
+    groups = write_groups(ws["root"] / "groups.jsonl", count=8)
+    output = ws["root"] / "run"
+    common = ["train", "--model", "mono", "--backbone", backbone, "--train", groups, "--output", output, "--batch-size", 2,
+              "--group-size", 3, "--device", "cpu", "--warmup", 0, "--save-every", 1]
+    assert cli(*common, "--max-steps", 2).code == 0
+    (state,) = output.glob("checkpoints/step-*/trainer_state.json")
+    setting(field, value, state.name)(state.parent)
+    result = cli(*common, "--max-steps", 3, "--resume")
+    line = one_line(result.code, result.stderr)
+    assert f"{state}: {message}" in line, line
