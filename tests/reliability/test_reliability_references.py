@@ -391,6 +391,6 @@ def test_a_step_checkpoints_state_is_typed(cli: Callable[..., Any], ws: dict[str
     assert cli(*common, "--max-steps", 2).code == 0
     (state,) = output.glob("checkpoints/step-*/trainer_state.json")
     setting(field, value, state.name)(state.parent)
-    result = cli(*common, "--max-steps", 3, "--resume")
+    result = cli(*common, "--max-steps", 2, "--resume")  # the same settings: only the state differs
     line = one_line(result.code, result.stderr)
     assert f"{state}: {message}" in line, line
