@@ -132,6 +132,12 @@ def _render_table(result: EvalResult, per_query: bool, significance: Significanc
 # -- TSV -------------------------------------------------------------------------------------------
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line: a tab, a newline or another non-printable character of a run's name (a file name
+    may hold any) written as its escape, so it cannot split a TSV row, a Markdown table or a LaTeX line."""
+    return text if text.isprintable() else "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _render_tsv(result: EvalResult, per_query: bool, significance: Significance | None) -> str:
     header = ["run", "qid", "measure", "value"]
     if significance is not None:
@@ -155,14 +161,14 @@ def _render_tsv(result: EvalResult, per_query: bool, significance: Significance 
                         _tsv_number(c.p_randomization_adjusted),
                         "1" if c.significant else "0",
                     ]
-            lines.append("\t".join(row))
+            lines.append("\t".join(_printable(cell) for cell in row))
         if per_query:
             for col, qid in enumerate(run.qids):
                 for i, spec in enumerate(result.measures):
                     row = [name, qid, spec.label, _tsv_number(run.values[i, col], spec.aggregate)]
                     if significance is not None:
                         row += [""] * 6
-                    lines.append("\t".join(row))
+                    lines.append("\t".join(_printable(cell) for cell in row))
     return "\n".join(lines) + "\n"
 
 
@@ -215,7 +221,7 @@ def to_json(
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    return _printable(text).replace("|", "\\|")
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -246,7 +252,7 @@ _LATEX_ESCAPES = {
 
 def latex_escape(text: str) -> str:
     """Escape LaTeX's special characters (the significance mark becomes ``$^\\dagger$``)."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in _printable(text))
 
 
 def _latex_table(header: list[str], rows: list[list[str]], caption: str) -> list[str]:

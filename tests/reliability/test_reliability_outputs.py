@@ -337,6 +337,25 @@ def test_the_model_card_is_rendered_by_a_serializer(cli: Callable[..., Any], ws:
     assert not any(line.startswith(("d.jsonl", "pipeline_tag", "license")) for line in body.splitlines()), body
 
 
+@pytest.mark.parametrize("fmt", ["tsv", "markdown"])
+def test_eval_tables_keep_their_shape_whatever_a_run_is_called(cli: Callable[..., Any], tmp_path: Path, fmt: str) -> None:
+    """A run's name is its file name, which may hold a tab, a newline or ``|``: the same class of break as the
+    card's tables (a TSV row split in two, a Markdown row with an extra cell)."""
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 0\n")
+    run = tmp_path / "a\tb|c\nd.run"
+    run.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\n")
+    result = cli("eval", run, "--qrels", qrels, "--format", fmt, "-m", "nDCG@10", "-m", "P@1")
+    assert result.code == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    if fmt == "tsv":
+        assert len(lines) == 3 and all(len(line.split("\t")) == 4 for line in lines), lines
+    else:
+        rows = [line for line in lines if line.startswith("|")]
+        widths = {len(re.split(r"(?<!\\)\|", row)) for row in rows}
+        assert len(widths) == 1 and not [line for line in lines if "d.run" in line and not line.startswith("|")], lines
+
+
 # --------------------------------------------------------------------------- bounded log readers
 
 
