@@ -46,6 +46,7 @@ from torch import nn
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models.base import ActivationCheckpointing
+from rankkit.models.batching import record_mask
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
 from rankkit.models.cross_encoders.mono import Mono
@@ -390,6 +391,7 @@ class SetEncoder(Mono):
                     group.append(g)
                     slot.append(s)
             feats = self.pairs.set_features(flat_q, flat_t, group, slot)
+            record_mask(feats["attention_mask"])
             h, _ = self.pairs({k: v.to(device) for k, v in feats.items()})
             scores = self.list_scores(h, None).double().cpu()
             row = 0

@@ -30,7 +30,7 @@ import torch
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models.cross_encoders.pair_encoders import CrossPairEncoder
-from rankkit.models.batching import length_order
+from rankkit.models.batching import length_order, record_batch
 from rankkit.models.inputs import tokenize
 
 #: Tokens of a document read before splitting when no limit is given (the fast tokenizers take a
@@ -127,6 +127,7 @@ class PassagePairEncoder(CrossPairEncoder):
         out: torch.Tensor | None = None
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
+            record_batch(len(rows), sum(lengths[i] for i in rows), max(lengths[i] for i in rows))
             vectors = self.encode([queries[i] for i in rows], [passages[i] for i in rows])
             if out is None:
                 out = vectors.new_empty((len(order), vectors.shape[-1]))
