@@ -52,6 +52,7 @@ from rankkit.files import (
     GZIP_MAGIC, decode_line, install_cache_folder, is_stream, iter_raw_lines, open_binary, remove_tree, staging_dir,
     user_cache_root,
 )
+from rankkit.files.limits import read_json
 from rankkit.formats.groups import TrainingGroup, file_shape, parse_line
 from rankkit.formats.ids import docid_hash
 
@@ -85,9 +86,9 @@ def line_hash(line: bytes) -> int:
 
 
 def _read_header(folder: Path) -> dict[str, Any] | None:
-    try:
-        header = json.loads((folder / "header.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # bounded: a cache folder is shared, and anything there may have been replaced
+        header = read_json(folder / "header.json", within=folder)
+    except (OSError, ValueError, RankkitError):
         return None
     return header if isinstance(header, dict) and header.get("version") == TABLE_VERSION else None
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import torch
 
 from rankkit.errors import InputError, RankkitError, excerpt
-from rankkit.files import atomic_write, remove_tree, staging_dir, writing_to
+from rankkit.files import atomic_write, iter_raw_lines, remove_tree, staging_dir, writing_to
 from rankkit.models import RankingModel, safe_loading
 from rankkit.models.checkpoint import read_config, read_json, read_meta, write_json, write_model_files
 
@@ -164,11 +164,15 @@ def truncate_log(path: Path, step: int) -> None:
     if not path.is_file():
         return
     kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if int(json.loads(line).get("step", 0)) <= step:
-                kept.append(line)
-        except (ValueError, AttributeError):
-            continue
+    # Read line by line within the line limit (a copied folder's log may be anything); a line that is not one
+    # of the log's records is dropped, as the records after the step are.
+    with open(path, "rb") as raw:
+        for _, data in iter_raw_lines(path, raw):
+            line = data.decode("utf-8", errors="replace").rstrip("\r\n")
+            try:
+                if int(json.loads(line).get("step", 0)) <= step:
+                    kept.append(line)
+            except (ValueError, AttributeError, TypeError, OverflowError, RecursionError):
+                continue
     with atomic_write(path) as handle:
         handle.write("".join(k + "\n" for k in kept))

@@ -394,3 +394,21 @@ def test_a_step_checkpoints_state_is_typed(cli: Callable[..., Any], ws: dict[str
     result = cli(*common, "--max-steps", 2, "--resume")  # the same settings: only the state differs
     line = one_line(result.code, result.stderr)
     assert f"{state}: {message}" in line, line
+
+
+def test_a_resumed_runs_log_is_read_bounded_and_leniently(cli: Callable[..., Any], ws: dict[str, Path],
+                                                          backbone: Path) -> None:
+    """--resume trims train.log to the step it restarts from: a log holding bytes that are not UTF-8, a step that
+    is a list or 1e400 was a traceback (UnicodeDecodeError, TypeError, OverflowError); such lines are dropped."""
+    from training_helpers import write_groups
+
+    groups = write_groups(ws["root"] / "groups.jsonl", count=8)
+    output = ws["root"] / "run"
+    common = ["train", "--model", "mono", "--backbone", backbone, "--train", groups, "--output", output, "--batch-size", 2,
+              "--group-size", 3, "--device", "cpu", "--warmup", 0, "--save-every", 1, "--max-steps", 2]
+    assert cli(*common).code == 0
+    with open(output / "train.log", "ab") as log:
+        log.write(b'{"step": [1]}\n{"step": 1e400}\n\xff\xfe not UTF-8\n')
+    result = cli(*common, "--resume")
+    assert result.code == 0, result.stderr
+    assert b"\xff" not in (output / "train.log").read_bytes()
