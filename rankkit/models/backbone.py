@@ -20,7 +20,7 @@ import torch
 import transformers
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
-from rankkit.errors import InputError, RankkitError
+from rankkit.errors import InputError, RankkitError, is_out_of_memory
 from rankkit.hub import DEFAULT_BACKBONE_REPO, ModelSource, resolve_model
 from rankkit.models import safe_loading
 
@@ -76,10 +76,21 @@ def load_tokenizer(folder: str | os.PathLike[str], tokenizer_class: str | None =
     loader = AutoTokenizer if tokenizer_class is None else getattr(transformers, tokenizer_class)
     try:
         tokenizer = loader.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError) as err:
-        raise InputError(folder, None, f"cannot load a tokenizer: {' '.join(str(err).split())[:300]}") from None
+    except Exception as err:  # noqa: BLE001 - a malformed file raises KeyError, TypeError, AttributeError, ...
+        raise loading_failure(err, folder, "a tokenizer") from None
     check_tokenizer(tokenizer, Path(folder))
     return tokenizer
+
+
+def loading_failure(err: Exception, folder: str | os.PathLike[str], what: str) -> Exception:
+    """One line for a library that failed to load ``what`` from files someone else wrote (a ``tokenizer.json`` of
+    ``{}`` is a ``KeyError`` in transformers, ``hidden_act: "x"`` another): rankkit's own errors and running out
+    of memory pass through unchanged (the latter is the machine's, worded by the command)."""
+    if isinstance(err, RankkitError) or is_out_of_memory(err):
+        return err
+    message = " ".join(str(err).split())[:300]
+    return InputError(folder, None, f"cannot load {what}: {type(err).__name__}: {message}" if message
+                      else f"cannot load {what}: {type(err).__name__}")
 
 
 def embedding_rows(folder: Path) -> int | None:
@@ -135,8 +146,8 @@ def load_encoder(folder: str | os.PathLike[str]) -> transformers.PreTrainedModel
     safe_loading.no_dry_run()  # from_pretrained cannot build on the meta device; its folder was measured
     try:
         return AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError, RuntimeError) as err:  # missing files, bad config, mismatched weights
-        raise InputError(folder, None, f"cannot load a model: {' '.join(str(err).split())}") from None
+    except Exception as err:  # noqa: BLE001 - missing files, bad config (any exception type), mismatched weights
+        raise loading_failure(err, folder, "a model") from None
 
 
 #: Model types whose position ids start after the padding index (RoBERTa's ``padding_idx + 1``
@@ -207,8 +218,8 @@ def load_sequence_classifier(folder: str | os.PathLike[str], *, new_head: bool =
     try:
         model, info = AutoModelForSequenceClassification.from_pretrained(
             str(path), local_files_only=True, output_loading_info=True, trust_remote_code=False, **kwargs)
-    except (OSError, ValueError, RuntimeError) as err:
-        raise InputError(path, None, f"cannot load a sequence classifier: {' '.join(str(err).split())}") from None
+    except Exception as err:  # noqa: BLE001 - as load_encoder
+        raise loading_failure(err, path, "a sequence classifier") from None
     prefix = str(getattr(model, "base_model_prefix", "")) + "."
     # A plain encoder lacks only the new head; anything else missing would be silently random.
     missing = sorted(k for k in info.get("missing_keys", ()) if classifier or k.startswith(prefix))

@@ -40,9 +40,13 @@ class EncoderHeadFiles:
             saved = safe_loading.read_settings(config_path, folder)
             enc_conf = dict(saved["encoder_config"])
             encoder_config = AutoConfig.for_model(enc_conf.pop("model_type"), **enc_conf)
-        except (KeyError, ValueError, TypeError) as err:
-            raise InputError(config_path, None, f"not a rankkit {cls.name} config: {err}") from None
-        model: Any = cls(AutoModel.from_config(encoder_config), bb.load_tokenizer(folder), config)  # type: ignore[call-arg]
+        except (KeyError, ValueError, TypeError, AttributeError) as err:
+            raise InputError(config_path, None, f"not a rankkit {cls.name} config: {' '.join(str(err).split())[:300]}") from None
+        try:  # a config someone else wrote: its settings fail in transformers with any exception type
+            encoder = AutoModel.from_config(encoder_config)
+        except Exception as err:  # noqa: BLE001
+            raise bb.loading_failure(err, config_path, "its encoder") from None
+        model: Any = cls(encoder, bb.load_tokenizer(folder), config)  # type: ignore[call-arg]
         bb.load_weights(model, bb.read_safetensors(weights), weights, cls.name)
         return model
 

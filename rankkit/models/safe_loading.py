@@ -230,12 +230,19 @@ def _size(config: Mapping[str, Any], source: Path, *names: str) -> int | None:
     return None
 
 
+#: Model types whose position embeddings are a learned table of ``max_position_embeddings`` rows (and
+#: segment embeddings of ``type_vocab_size``); rotary or relative ones (ModernBERT, DeBERTa) have none.
+ABSOLUTE_POSITION_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "camembert",
+                                     "ernie", "mpnet", "big_bird", "data2vec-text", "longformer", "xlm-roberta-xl"})
+
+
 def config_parameters(config: Mapping[str, Any], source: Path) -> int:
     """A lower bound on the parameters a transformer config (or DenseTrans' config) builds.
 
-    Token embeddings (vocabulary x embedding width) plus, per distinct layer, the query and output
-    projections (2 x width^2) and the feed-forward block (2 x width x inner width); positions,
-    biases and norms are left out, so real models always hold more.
+    Token embeddings (vocabulary x embedding width), learned position and segment tables of the model
+    types that have them (:data:`ABSOLUTE_POSITION_TYPES`), plus, per distinct layer, the query and
+    output projections (2 x width^2) and the feed-forward block (2 x width x inner width); biases
+    and norms are left out, so real models always hold more.
     """
     merged = dict(config)
     model_type = merged.get("model_type")
@@ -260,7 +267,12 @@ def config_parameters(config: Mapping[str, Any], source: Path) -> int:
     if inner is None:
         multiplier = _size(merged, source, "ffn_multiplier")
         inner = hidden * multiplier if multiplier is not None else 0
-    return vocab * embedding + layers * (2 * hidden * hidden + 2 * hidden * inner)
+    tables = 0
+    if merged.get("model_type") in ABSOLUTE_POSITION_TYPES and merged.get("position_embedding_type", "absolute") == "absolute":
+        # Learned position and segment tables (10^9 positions would be allocated before any weight is read).
+        tables = ((_size(merged, source, "max_position_embeddings") or 0)
+                  + (_size(merged, source, "type_vocab_size") or 0)) * embedding
+    return vocab * embedding + tables + layers * (2 * hidden * hidden + 2 * hidden * inner)
 
 
 def max_model_bytes() -> int | None:

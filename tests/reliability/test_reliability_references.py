@@ -412,3 +412,43 @@ def test_a_resumed_runs_log_is_read_bounded_and_leniently(cli: Callable[..., Any
     result = cli(*common, "--resume")
     assert result.code == 0, result.stderr
     assert b"\xff" not in (output / "train.log").read_bytes()
+
+
+def encoder_setting(name: str, value: Any) -> Callable[[Path], None]:
+    return lambda folder: edit_json(folder / "config.json", lambda c: c["encoder_config"].__setitem__(name, value))
+
+
+#: Files that parse as JSON but that the tokenizer or model library cannot use: each raised its own
+#: exception type (KeyError, TypeError, AttributeError, ValueError), a traceback.
+MALFORMED_CASES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "tokenizer.json {}": (lambda f: (f / "tokenizer.json").write_text("{}"), "cannot load a tokenizer: KeyError"),
+    "tokenizer.json []": (lambda f: (f / "tokenizer.json").write_text("[]"), "cannot load a tokenizer: TypeError"),
+    "pad_token an object": (setting("pad_token", {"content": 5}, "tokenizer_config.json"),
+                            "cannot load a tokenizer: TypeError"),
+    "tokenizer_config.json a list": (lambda f: (f / "tokenizer_config.json").write_text("[]"),
+                                     "cannot load a tokenizer: AttributeError"),
+    "7 heads for 16 dimensions": (encoder_setting("num_attention_heads", 7), "cannot load its encoder: ValueError"),
+    "hidden_act 'x'": (encoder_setting("hidden_act", "x"), "cannot load its encoder: KeyError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_CASES))
+def test_files_the_libraries_cannot_use_are_one_line(cli: Callable[..., Any], ws: dict[str, Path], case: str) -> None:
+    change, message = MALFORMED_CASES[case]
+    folder = ws["root"] / "ck"
+    shutil.copytree(CHECKPOINTS / "mono", folder)
+    change(folder)
+    result = cli(*rerank_args(ws, "mono", folder))
+    assert message in one_line(result.code, result.stderr)
+
+
+@pytest.mark.parametrize("name", ["max_position_embeddings", "type_vocab_size"])
+def test_position_and_segment_tables_are_measured_before_allocation(ws: dict[str, Path], name: str) -> None:
+    """10^9 positions (or segments) in a lightning-ir config: a 64 GB table allocated before any weight was read
+    (a rankkit checkpoint's meta-device dry run caught it; a lightning-ir backbone is built for real). The
+    learned tables of BERT-like models now count in the size a config implies, for every kind."""
+    folder = ws["root"] / "li"
+    shutil.copytree(LIGHTNING_IR / "mono-electra", folder)
+    setting(name, 10**9)(folder)
+    result = limited(*rerank_args(ws, "mono", folder))
+    assert "config.json: describes a model of at least" in one_line(result.returncode, result.stderr)
