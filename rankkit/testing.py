@@ -57,6 +57,8 @@ class ContractReport:
     forward_vs_rerank: float
     batching: float
     round_trip: float
+    #: Permutations compared bit for bit (0 for a model that does not declare permutation invariance).
+    permutations: int = 0
 
 
 def _largest(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
@@ -64,9 +66,13 @@ def _largest(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
 
 
 def check_model_contract(name: str, backbone: str | Path, folder: str | Path, *, atol: float = 1e-4,
-                         settings: dict[str, Any] | None = None) -> ContractReport:
+                         settings: dict[str, Any] | None = None, runtimes: Sequence[Any] | None = None) -> ContractReport:
     """Check the model contract (module doc) for registered model ``name`` on ``backbone``; raises
-    ``AssertionError`` naming the broken clause. ``folder`` receives the round-trip checkpoint."""
+    ``AssertionError`` naming the broken clause. ``folder`` receives the round-trip checkpoint.
+
+    A model that declares ``permutation_invariant`` must give bit-identical scores for its candidates given as
+    they are, reversed and shuffled, under each of ``runtimes`` (:class:`rankkit.runtime.Runtime`; default torch
+    fp32 and bf16, which reduced precision makes order-sensitive unless the model scores a canonical order)."""
     from rankkit.models import create_model
     from rankkit.models.checkpoint import load_model, save_model
     from rankkit.models.inputs import candidate_batch
@@ -96,7 +102,45 @@ def check_model_contract(name: str, backbone: str | Path, folder: str | Path, *,
     again = load_model(target).rerank_scores(queries, candidates, batch_size=4)
     round_trip = _largest(fast, again)
     assert round_trip <= atol, f"{name}: a saved and reloaded model scores differently ({round_trip:.2e})"
-    return ContractReport(name, forward_vs_rerank, batching, round_trip)
+    permutations = 0
+    if type(model).permutation_invariant:
+        permutations = check_permutation_invariance(name, target, queries, candidates, runtimes)
+    return ContractReport(name, forward_vs_rerank, batching, round_trip, permutations)
 
 
-__all__ = ["ContractReport", "TOPICS", "WORDS", "check_model_contract", "tiny_backbone", "tiny_documents"]
+def check_permutation_invariance(name: str, checkpoint: str | Path, queries: Sequence[str],
+                                 candidates: Sequence[Sequence[str]], runtimes: Sequence[Any] | None = None) -> int:
+    """Scores of ``candidates`` as given, reversed and shuffled (three seeds) must be bit-identical once mapped
+    back, under each runtime (loaded from ``checkpoint`` on the CPU, scored through an inference session); a
+    duplicated text is added to the first list. Returns the comparisons made; raises ``AssertionError``."""
+    import random
+
+    from rankkit.runtime import InferenceSession, Runtime, load_for_inference
+
+    chosen = list(runtimes) if runtimes is not None else [Runtime("torch", "none", None, "fp32"),
+                                                          Runtime("torch", "none", None, "bf16")]
+    lists = [list(c) for c in candidates]
+    lists[0] = lists[0] + [lists[0][0]]  # the same text twice: one score for both, whatever the order
+    orders = [[list(range(len(c)))[::-1] for c in lists]]
+    for seed in range(3):
+        rng = random.Random(seed)
+        orders.append([rng.sample(range(len(c)), len(c)) for c in lists])
+    done = 0
+    for runtime in chosen:
+        session = InferenceSession.of(load_for_inference(name, checkpoint, runtime, "cpu"), batch_size=4)
+        reference = session.scores(queries, lists)
+        for order in orders:
+            permuted = [[c[i] for i in o] for c, o in zip(lists, order)]
+            got = session.scores(queries, permuted)
+            for q, (ref, out, o) in enumerate(zip(reference, got, order)):
+                back = torch.empty_like(out)
+                back[torch.tensor(o, dtype=torch.long)] = out
+                assert torch.equal(back, ref), (
+                    f"{name} on {runtime.describe()}: query {q}'s scores change with the order of its candidates "
+                    f"(largest difference {float((back - ref).abs().max()):.2e}): not permutation-invariant")
+                done += 1
+    return done
+
+
+__all__ = ["ContractReport", "TOPICS", "WORDS", "check_model_contract", "check_permutation_invariance", "tiny_backbone",
+           "tiny_documents"]

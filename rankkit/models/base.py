@@ -78,6 +78,35 @@ def enable_transformers_checkpointing(module: torch.nn.Module) -> None:
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]
 
 
+def canonical_orders(candidates: Sequence[Sequence[str]]) -> list[list[int]]:
+    """Each list's canonical order: indices sorted by text (the input position decides only between identical
+    texts, which :func:`from_canonical` gives one score). The same for every permutation of a list."""
+    return [sorted(range(len(texts)), key=lambda i: (texts[i], i)) for texts in candidates]
+
+
+def to_canonical(candidates: Sequence[Sequence[str]], orders: Sequence[Sequence[int]]) -> list[list[str]]:
+    return [[texts[i] for i in order] for texts, order in zip(candidates, orders)]
+
+
+def from_canonical(scores: Sequence[torch.Tensor], orders: Sequence[Sequence[int]],
+                   candidates: Sequence[Sequence[str]]) -> list[torch.Tensor]:
+    """Scores computed in canonical order, back in each list's input order; identical texts of a list get the
+    score of the first of them in canonical order (in exact arithmetic they are equal)."""
+    out = []
+    for values, order, texts in zip(scores, orders, candidates):
+        back = values.new_empty(values.shape)
+        if len(order):
+            back[torch.tensor(order, dtype=torch.long)] = values
+            first: dict[str, int] = {}
+            for position in order:
+                first.setdefault(texts[position], position)
+            same = [first[t] for t in texts]
+            if same != list(range(len(texts))):
+                back = back[torch.tensor(same, dtype=torch.long)]
+        out.append(back)
+    return out
+
+
 class RankingModel(torch.nn.Module, abc.ABC):
     """A trainable ranker registered in :data:`rankkit.models.MODELS` under :attr:`name`."""
 
@@ -89,6 +118,14 @@ class RankingModel(torch.nn.Module, abc.ABC):
     training_defaults: ClassVar[TrainingDefaults] = TrainingDefaults()
     #: The paper the model implements (authors, year, title), for model cards and ``rankkit models``.
     paper: ClassVar[str] = ""
+    #: Whether the scores are a function of each query's candidate *set*: permuting a query's candidates permutes
+    #: its scores (the Set-Encoder's defining property, Schlatt et al. 2024, "Set-Encoder: Permutation-Invariant
+    #: Inter-Passage Attention for Listwise Passage Re-Ranking with Cross-Encoders", §3.1; in exact arithmetic also
+    #: point-wise scores, bi-encoder similarities and MatRank's row/column means). A declaring family scores each
+    #: list in its canonical order (:func:`canonical_orders`: by text) and maps the scores back
+    #: (:func:`from_canonical`), so the guarantee holds bit for bit in every backend and precision, not only in
+    #: exact arithmetic; the model contract checks it (:func:`rankkit.testing.check_model_contract`).
+    permutation_invariant: ClassVar[bool] = False
     #: The context :meth:`rank` scores in: an inference session sets its own (numerics, kernels, batching;
     #: :mod:`rankkit.runtime.session`), so a model loaded in bf16 on a GPU ranks as the session does.
     inference_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
@@ -317,6 +354,8 @@ class BiEncoder(RankingModel):
     """
 
     output_type = InBatchOutput
+    #: Query and passage are encoded apart: a passage's score is its similarity to the query, whatever its list.
+    permutation_invariant: ClassVar[bool] = True
 
     @property
     @abc.abstractmethod
@@ -388,15 +427,22 @@ class BiEncoder(RankingModel):
         return self.score_prepared(self.prepare_rerank(queries, candidates, batch_size))
 
     def prepare_rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
-                       batch_size: int) -> tuple[list[int], "EncodeInputs", "EncodeInputs"]:
-        sizes = [len(texts) for texts in candidates]
-        flat = [t for texts in candidates for t in texts]
-        return (sizes, self.encode_inputs(list(queries), is_query=True, batch_size=batch_size),
-                self.encode_inputs(flat, is_query=False, batch_size=batch_size))
+                       batch_size: int) -> "PreparedTexts":
+        orders = canonical_orders(candidates) if self.permutation_invariant else None
+        lists = to_canonical(candidates, orders) if orders is not None else [list(t) for t in candidates]
+        flat = [t for texts in lists for t in texts]
+        return PreparedTexts([len(texts) for texts in lists], self.encode_inputs(list(queries), is_query=True,
+                                                                                   batch_size=batch_size),
+                             self.encode_inputs(flat, is_query=False, batch_size=batch_size),
+                             orders, [list(t) for t in candidates])
 
     @torch.inference_mode()
-    def score_prepared(self, prepared: tuple[list[int], "EncodeInputs", "EncodeInputs"]) -> list[torch.Tensor]:
-        sizes, query_inputs, passage_inputs = prepared
+    def score_prepared(self, prepared: "PreparedTexts") -> list[torch.Tensor]:
+        scores = self._scores(prepared.sizes, prepared.queries, prepared.passages)
+        return scores if prepared.orders is None else from_canonical(scores, prepared.orders, prepared.candidates)
+
+    def _scores(self, sizes: list[int], query_inputs: "EncodeInputs", passage_inputs: "EncodeInputs"
+                ) -> list[torch.Tensor]:
         if not sum(sizes):
             return [torch.empty(0, dtype=torch.float64) for _ in sizes]
         q = self.encode_prepared(query_inputs).double()
@@ -465,6 +511,18 @@ class BiEncoder(RankingModel):
 
         encoder = getattr(self, "encoder", None)
         return position_limit(getattr(encoder, "config", None))
+
+
+@dataclass
+class PreparedTexts:
+    """:meth:`BiEncoder.prepare_rerank`'s result: candidate counts, the encoded-to-be queries and passages (in
+    canonical order for a permutation-invariant model, ``orders`` to map back; None otherwise)."""
+
+    sizes: list[int]
+    queries: "EncodeInputs"
+    passages: "EncodeInputs"
+    orders: list[list[int]] | None
+    candidates: list[list[str]]
 
 
 @dataclass

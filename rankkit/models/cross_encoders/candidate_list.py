@@ -15,7 +15,7 @@ Checkpoints (:class:`~rankkit.models.persistence.EncoderHeadFiles`): ``config.js
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Sequence
 
@@ -25,7 +25,7 @@ from torch import nn
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
-from rankkit.models.base import RankingModel
+from rankkit.models.base import RankingModel, canonical_orders, from_canonical, to_canonical
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder
 from rankkit.models.backbone import position_limit
@@ -82,6 +82,9 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
     paper: ClassVar[str] = 'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix"'
 
     config_class: ClassVar[type[ModelConfig]] = CandidateListConfig
+    #: A candidate's vector h_i is its own pair's; the heads over them (a linear score, MatRank's row and column
+    #: means, attention without positions) do not see the order. (List-wise, which concatenates, does.)
+    permutation_invariant: ClassVar[bool] = True
     #: The ``cross`` pair encoder (the Set-Encoder swaps in one with inter-passage attention).
     cross_pair_encoder: ClassVar[type[CrossPairEncoder]] = CrossPairEncoder
 
@@ -188,12 +191,15 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
     def prepare_rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],
                        batch_size: int) -> "PreparedPairs":
         """Every pair tokenised once, planned into batches (the session's policy: rows, token budget, length
-        buckets) and padded; pinned for a GPU."""
-        flat_q = [q for q, texts in zip(queries, candidates) for _ in texts]
-        flat_t = [t for texts in candidates for t in texts]
-        sizes = [len(texts) for texts in candidates]
+        buckets) and padded; pinned for a GPU. A permutation-invariant model's lists in canonical order."""
+        given = [list(texts) for texts in candidates]
+        orders = canonical_orders(given) if self.permutation_invariant else None
+        lists = to_canonical(given, orders) if orders is not None else given
+        flat_q = [q for q, texts in zip(queries, lists) for _ in texts]
+        flat_t = [t for texts in lists for t in texts]
+        sizes = [len(texts) for texts in lists]
         if not flat_t:
-            return PreparedPairs(sizes, [])
+            return PreparedPairs(sizes, [], orders, given)
         tokens = self.pairs.pair_tokens(flat_q, flat_t)
         limit = position_limit(getattr(getattr(self.pairs, "encoder", None), "config", None))
         pin = self.device.type == "cuda"
@@ -201,13 +207,17 @@ class CandidateListModel(EncoderHeadFiles, RankingModel):
         for batch in plan_batches(tokens.lengths, current_batching(batch_size), limit):
             feats = self.pairs.features_for(tokens, batch.rows, batch.width)
             batches.append((batch.rows, {k: v.pin_memory() if pin else v for k, v in feats.items()}))
-        return PreparedPairs(sizes, batches)
+        return PreparedPairs(sizes, batches, orders, given)
 
     @torch.inference_mode()
     def score_prepared(self, prepared: "PreparedPairs") -> list[torch.Tensor]:
         """The pair vectors of every batch (kept on the device until all are done: one copy back), then each
         query's head (:meth:`list_scores`)."""
         self.eval()
+        scores = self._list_scores(prepared)
+        return scores if prepared.orders is None else from_canonical(scores, prepared.orders, prepared.candidates)
+
+    def _list_scores(self, prepared: "PreparedPairs") -> list[torch.Tensor]:
         sizes = prepared.sizes
         if not prepared.batches:
             return [torch.empty(0) for _ in sizes]
@@ -250,3 +260,6 @@ class PreparedPairs:
 
     sizes: list[int]
     batches: list[tuple[list[int], dict[str, torch.Tensor]]]
+    #: Each list's canonical order (a permutation-invariant model), or None; the lists as given.
+    orders: list[list[int]] | None = None
+    candidates: list[list[str]] = field(default_factory=list)

@@ -66,6 +66,8 @@ class Listwise(CandidateListModel):
 
     name = "listwise"
     config_class: ClassVar[type[ModelConfig]] = ListwiseConfig
+    #: The concatenation gives each slot its own weights: the input order is part of the input.
+    permutation_invariant: ClassVar[bool] = False
 
     def build_head(self, dim: int, hidden: int) -> None:
         size = int(self.config.list_size)  # type: ignore[attr-defined]

@@ -45,7 +45,7 @@ from torch import nn
 
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
-from rankkit.models.base import ActivationCheckpointing
+from rankkit.models.base import ActivationCheckpointing, canonical_orders, from_canonical, to_canonical
 from rankkit.models.batching import record_mask
 from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
@@ -370,9 +370,15 @@ class SetEncoder(Mono):
                       batch_size: int = 32) -> list[torch.Tensor]:
         """Scores of each query's candidates, the list scored as one set (split by :func:`set_chunks`
         beyond :attr:`max_set_size`). Whole sets are packed into forward passes of about
-        ``batch_size`` sequences (always at least one set); the packing never changes a score."""
+        ``batch_size`` sequences (always at least one set); the packing never changes a score. Each list is
+        scored in its canonical order (:func:`~rankkit.models.base.canonical_orders`) and mapped back, so the
+        scores are permutation-invariant bit for bit in every precision and backend (§3.1's guarantee, which
+        reduced precision alone would break: issue 37)."""
         self.eval()
         assert isinstance(self.pairs, SetPairEncoder)
+        given = [list(texts) for texts in candidates]
+        orders = canonical_orders(given)
+        candidates = to_canonical(given, orders)
         sets = [(i, chunk) for i, texts in enumerate(candidates)
                 for chunk in set_chunks(texts, self.max_set_size)]
         out = [torch.empty(len(texts), dtype=torch.float64) for texts in candidates]
@@ -400,4 +406,4 @@ class SetEncoder(Mono):
                 row += len(chunk)
             start = end
             report_work(start, len(sets))
-        return out
+        return from_canonical(out, orders, given)
