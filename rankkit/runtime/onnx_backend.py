@@ -119,7 +119,10 @@ class OnnxBackend(Backend):
                 model: nn.Module) -> tuple[nn.Module, Path]:
         path = prepare_export(slot, checkpoint, OrtDynamicInt8(runtime.quantize) if runtime.quantize != "none" else None)
         session = new_session(path, runtime.threads)
-        return OrtEncoder(session, slot, getattr(slot.module, "config", None), path.name), path
+        # Dynamic int8 scales each activation tensor by its own range: a sequence at a time, so a text's numbers
+        # never depend on the texts batched with it (a bi-encoder's and a point-wise scorer's defining property).
+        return OrtEncoder(session, slot, getattr(slot.module, "config", None), path.name,
+                          per_sequence=runtime.quantize != "none"), path
 
 
 __all__ = ["OnnxBackend", "OrtDynamicInt8"]
