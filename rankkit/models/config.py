@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from dataclasses import dataclass
@@ -120,8 +121,9 @@ class OptionSpec:
         return converted
 
 
-#: The JSON/TOML types a setting of each kind accepts from a file (an integral float is a whole number).
-_STRICT_TYPES: dict[type, tuple[type, ...]] = {int: (int, float), float: (int, float), str: (str,), bool: (bool,)}
+#: The types a setting of each kind accepts from a file or the Python API (an integral float is a whole number;
+#: numpy's numbers count, being ``numbers.Real``).
+_STRICT_TYPES: dict[type, tuple[type, ...]] = {int: (numbers.Real,), float: (numbers.Real,), str: (str,), bool: (bool,)}
 
 
 def _unwrap(annotation: Any) -> tuple[type, bool, tuple[str, ...]]:
