@@ -254,6 +254,44 @@ def quality_check(slot: EncoderSlot, encoder: nn.Module, tokenizer: Any) -> str:
                      min_cosine_mean=MIN_COSINE_MEAN, min_cosine=MIN_COSINE)
 
 
+#: Texts each property check scores (a query and this many passages of the bundled calibration set).
+PROPERTY_TEXTS = 12
+#: Cosine a text's vector must keep between being encoded in a batch and alone (float rounding of a lossless or
+#: statically quantized backend stays above it; a per-batch quantization scale falls to 0.989).
+MIN_BATCH_COSINE = 0.9995
+
+
+def property_check(model: RankingModel) -> str:
+    """The properties the model's papers state, checked on the backend it now runs (issue 37): a
+    permutation-invariant model gives bit-identical scores to a list and its reverse; a bi-encoder encodes a text
+    the same (cosine >= :data:`MIN_BATCH_COSINE`) in a batch and alone. Returns what was checked; raises
+    :class:`RankkitError` naming the broken property."""
+    from rankkit.models.base import BiEncoder
+    from rankkit.runtime.openvino_backend import calibration_texts
+
+    rows = calibration_texts()
+    query = next(t[0] for t in rows if len(t) == 1)
+    passages = [t[0] for t in rows if len(t) == 1][1: PROPERTY_TEXTS + 1]
+    done = []
+    with torch.inference_mode():
+        if model.permutation_invariant:
+            forward = model.rerank_scores([query], [passages], 4)[0]
+            backward = model.rerank_scores([query], [passages[::-1]], 4)[0].flip(0)
+            if not torch.equal(forward, backward):
+                raise RankkitError(f"breaks permutation invariance (a list and its reverse differ by "
+                                   f"{float((forward - backward).abs().max()):.2e})")
+            done.append("permutation-invariant")
+        if isinstance(model, BiEncoder):
+            together = model.encode(passages, is_query=False, batch_size=len(passages))
+            alone = torch.cat([model.encode([p], is_query=False) for p in passages])
+            cosine = float(torch.nn.functional.cosine_similarity(together, alone, dim=-1).min())
+            if not cosine >= MIN_BATCH_COSINE:
+                raise RankkitError(f"makes a text's vector depend on its batch (cosine {cosine:.4f} batched vs alone, "
+                                   f"< {MIN_BATCH_COSINE})")
+            done.append(f"batch-independent (cosine {cosine:.4f})")
+    return ", ".join(done)
+
+
 def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any) -> str:
     """``check()``'s measure, remembered beside the export (``<export>.checks.json``) for this export file,
     runtime, CPU and thresholds, so later commands on the same checkpoint skip it; a failure is remembered too."""
@@ -315,8 +353,18 @@ def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.Path
         if lossy:
             measures.append(checked(path, runtime, tokenizer, functools.partial(quality_check, slot, encoder, tokenizer)))
         swapped.append((slot, encoder, path))
+    originals = [(slot, slot.module) for slot, _, _ in swapped]
     for slot, encoder, _ in swapped:
         setattr(slot.owner, slot.attribute, encoder)
+    if lossy:  # auto's own choice must keep what the model's papers state, or it is not taken
+        try:
+            kept = property_check(model)
+        except RankkitError:
+            for slot, module in originals:
+                setattr(slot.owner, slot.attribute, module)
+            raise
+        if kept:
+            measures.append(kept)
     log(f"running {', '.join(s.name for s in slots)} on {backend.engine} ({runtime.describe()}): "
         + ", ".join(str(p) for _, _, p in swapped))
     return [p for _, _, p in swapped], measures
@@ -368,4 +416,4 @@ def summary(family: str, task: str = "rerank", device: torch.device | None = Non
 
 __all__ = ["BORROWED", "MIN_CORRELATION", "MIN_COSINE", "MIN_COSINE_MEAN", "TABLE", "Row", "candidates", "choose",
            "cuda_candidates",
-           "explicit_precision", "family_of", "quality_check", "rows_for", "summary", "try_runtime"]
+           "explicit_precision", "family_of", "property_check", "quality_check", "rows_for", "summary", "try_runtime"]

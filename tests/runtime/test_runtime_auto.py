@@ -102,8 +102,10 @@ def test_small_models_cuda_and_unmeasured_cpus_run_torch(backbone: Path, monkeyp
     on_cpu(monkeypatch, frozenset({"fp", "asimd"}))
     ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"))
     assert runtime.backend == "torch" and "no measured row" in why and "arm64" in why
-    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cuda"))
-    assert runtime.backend == "torch" and "cuda" in why
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    on_cuda = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cuda"))
+    assert [(r.backend, r.precision) for r, _ in on_cuda] == [("torch", "bf16"), ("torch", "tf32"), ("torch", "fp32")]
+    assert all(why.startswith("CUDA") for _, why in on_cuda)
 
 
 @pytest.mark.parametrize("flags, backend, expected", [
@@ -158,6 +160,55 @@ def load_for_inference_of(model: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(checkpoint, "load_for_inference", lambda name, ck: model)
     return load_for_inference(model.name, None, Runtime("auto", "auto", None, "auto"), "cpu")
+
+
+def test_auto_refuses_a_backend_that_breaks_what_the_model_keeps(backbone: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 37: a faster row that breaks a property the model states is not taken: the log line says why, the
+    model's encoder is put back, and the next row runs."""
+    on_cpu(monkeypatch, AVX2)
+    for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE"):
+        monkeypatch.setattr(auto, name, -1.0)  # the tiny random model's int8 need not be good
+    checked = auto.property_check
+
+    def breaks_on_int8(model: Any) -> str:
+        if any(isinstance(m, OrtEncoder) and "int8" in m.label for m in model.modules()):
+            raise auto.RankkitError("makes a text's vector depend on its batch (cosine 0.9890 batched vs alone)")
+        return checked(model)
+
+    monkeypatch.setattr(auto, "property_check", breaks_on_int8)
+    model = build_model(get_model_class("repbert"), backbone).eval()
+    loaded = load_for_inference_of(model, monkeypatch)
+    err = capsys.readouterr().err
+    assert "--backend auto: not onnx int8 (makes a text's vector depend on its batch" in err
+    assert loaded.runtime == Runtime("openvino", "none", None, "fp32")
+
+
+@pytest.mark.parametrize("broken, message", [("order", "breaks permutation invariance"),
+                                             ("batch", "makes a text's vector depend on its batch")])
+def test_the_property_check_catches_what_it_names(backbone: Path, monkeypatch: pytest.MonkeyPatch, broken: str,
+                                                  message: str) -> None:
+    model = build_model(get_model_class("repbert"), backbone).eval()
+    if broken == "order":  # scores that follow the input position, as a concatenating model's may
+        monkeypatch.setattr(model, "rerank_scores", lambda q, c, b=32: [torch.arange(len(t), dtype=torch.float64)
+                                                                        for t in c])
+    else:  # vectors that follow the batch they are in, as a per-batch quantization scale makes them
+        encode = model.encode
+        monkeypatch.setattr(model, "encode", lambda texts, is_query, batch_size=64, on_batch=None: torch.nn.functional.normalize(
+            encode(texts, is_query=is_query) + 0.05 * len(texts), dim=-1))
+    with pytest.raises(auto.RankkitError, match=message):
+        auto.property_check(model)
+
+
+def test_auto_checks_the_properties_of_what_it_chooses(backbone: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    on_cpu(monkeypatch, AVX2)
+    for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE"):
+        monkeypatch.setattr(auto, name, -1.0)
+    model = build_model(get_model_class("repbert"), backbone).eval()
+    assert load_for_inference_of(model, monkeypatch).runtime == Runtime("onnx", "int8", None, "fp32")
+    err = capsys.readouterr().err
+    assert "permutation-invariant, batch-independent (cosine 1.0000)" in err
 
 
 def test_cli_default_is_auto_and_logs_its_choice(cli: Any, backbone: Path, tmp_path: Path) -> None:
