@@ -232,39 +232,44 @@ def _jvm_options(major: int) -> list[str]:
     return options + _sized_options(user) + user
 
 
-def _preflight(home: Path, options: list[str]) -> None:
+def _preflight(home: Path, options: list[str], user: list[str]) -> None:
     """Start ``java -version`` with ``options`` in a child limited to the address space this process has left.
 
     A JVM that cannot start inside this process prints its own words and exits the whole process
     (no Python clean-up runs, no rankkit line); the child tells the same in advance. Only under an
-    address-space limit: elsewhere the JVM's reservations always succeed.
+    address-space limit or with options of the user's (``RANKKIT_JAVA_OPTS``: ``-Xmx1k`` or an unknown
+    option): elsewhere rankkit's own options always start.
     """
     left = address_space_left()
-    if left is None:
+    if left is None and not user:
         return
     import subprocess
 
     def limit() -> None:
-        import resource
+        if left is not None:
+            import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (left, left))
+            resource.setrlimit(resource.RLIMIT_AS, (left, left))
 
     java = home / "bin" / "java"
     try:
         child = subprocess.run([str(java), *options, "-version"], capture_output=True, text=True, timeout=120,
                                preexec_fn=limit, check=False)
     except (OSError, subprocess.SubprocessError) as err:
-        raise JavaError(f"cannot start Java from {home} under this process's address-space limit: {err}; "
-                        f"{DOCTOR_HINT}") from None
-    if child.returncode != 0:
-        lines = [line.strip("# ").strip() for line in (child.stderr + child.stdout).splitlines()
-                 if line.strip("# ").strip() and not line.startswith("Error occurred during initialization")]
-        from rankkit.errors import EnvironmentFailure
+        raise JavaError(f"cannot start Java from {home}: {err}; {DOCTOR_HINT}") from None
+    if child.returncode == 0:
+        return
+    lines = [line.strip("# ").strip() for line in (child.stderr + child.stdout).splitlines()
+             if line.strip("# ").strip() and not line.startswith(("Error occurred during initialization",
+                                                                   "Error: Could not create the Java"))]
+    reason = (lines[0] if lines else f"exit code {child.returncode}")[:200]
+    within = f" within this process's address-space limit (ulimit -v; {left >> 20:,} MB left)" if left is not None else ""
+    if user:  # the user's options: their command to fix (exit 2)
+        raise JavaError(f"Java does not start with RANKKIT_JAVA_OPTS={' '.join(user)[:120]!r}{within}: {reason}")
+    from rankkit.errors import EnvironmentFailure
 
-        reason = lines[0] if lines else f"exit code {child.returncode}"
-        raise EnvironmentFailure(f"Java cannot start within this process's address-space limit (ulimit -v; "
-                                 f"{left >> 20:,} MB left): {reason[:200]}; raise the limit or lower -Xmx in "
-                                 "RANKKIT_JAVA_OPTS")
+    raise EnvironmentFailure(f"Java cannot start{within}: {reason}; raise the limit or set a smaller -Xmx in "
+                             "RANKKIT_JAVA_OPTS")
 
 
 def start_jvm() -> None:
@@ -287,7 +292,7 @@ def start_jvm() -> None:
         _drop_vector_module_option()
         if not jnius_config.vm_running:
             options = _jvm_options(java_major(version) or MIN_JAVA_MAJOR)
-            _preflight(home, options)
+            _preflight(home, options, os.environ.get("RANKKIT_JAVA_OPTS", "").split())
             jnius_config.add_options(*options)
         try:
             import pyserini.pyclass as pyclass  # adds the jar to the classpath and starts the JVM

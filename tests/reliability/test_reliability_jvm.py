@@ -50,3 +50,19 @@ def test_bm25_indexing_under_an_address_space_limit(tmp_path: Path, limit_mb: in
         assert result.returncode == 1, result.stderr  # 1.5 GB cannot hold Java's reservations
     if limit_mb >= 3072:
         assert result.returncode == 0, result.stderr  # 3 GB and more: the index, built
+
+
+@pytest.mark.parametrize("options, reason", [("-Xmx1k", "Too small maximum heap"),
+                                             ("-XX:+NoSuchOption", "Unrecognized VM option 'NoSuchOption'")])
+def test_java_options_that_do_not_start_are_one_line(tmp_path: Path, options: str, reason: str) -> None:
+    """``RANKKIT_JAVA_OPTS`` the JVM refuses: its own words ended the process (exit 1, no rankkit line), or came
+    before rankkit's. Now the options are tried in a child first: one line naming them, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "RANKKIT_HEARTBEAT": "0", "RANKKIT_CACHE_DIR": str(tmp_path / "cache"), "RANKKIT_JAVA_OPTS": options}
+    result = subprocess.run([sys.executable, "-m", "rankkit", "index", "--kind", "bm25", "--corpus", str(CORPUS),
+                             "--index", str(tmp_path / "ix")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300, check=False)
+    lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1, result.stderr + result.stdout
+    assert lines[0].startswith("rankkit: error: Java does not start with RANKKIT_JAVA_OPTS=") and reason in lines[0]
+    assert not (tmp_path / "ix").exists()
