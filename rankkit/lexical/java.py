@@ -207,8 +207,9 @@ def _sized_options(user: list[str]) -> list[str]:
     return options
 
 
-def _error_file() -> str:
-    """Where a crashing JVM writes its ``hs_err_pid*.log``: rankkit's cache folder, never the working folder."""
+def _crash_folder() -> Path:
+    """Where a crashing JVM writes its ``hs_err_pid*.log`` and ``replay_pid*.log``: rankkit's cache folder,
+    never the working folder."""
     from rankkit.files import user_cache_root
 
     folder = user_cache_root() / "java"
@@ -218,13 +219,15 @@ def _error_file() -> str:
         import tempfile
 
         folder = Path(tempfile.gettempdir())
-    return str(folder / "hs_err_pid%p.log")
+    return folder
 
 
 def _jvm_options(major: int) -> list[str]:
     # -Xrs: the JVM must not take over SIGINT/SIGTERM. Without it, Ctrl-C runs Java's exit path
     # and the process dies at once, skipping Python's cleanup (temporary build folders stay).
-    options = ["-Xrs", "-Dlog4j2.level=warn", "-Djava.awt.headless=true", f"-XX:ErrorFile={_error_file()}"]
+    crashes = _crash_folder()
+    options = ["-Xrs", "-Dlog4j2.level=warn", "-Djava.awt.headless=true", f"-XX:ErrorFile={crashes / 'hs_err_pid%p.log'}",
+               f"-XX:ReplayDataFile={crashes / 'replay_pid%p.log'}"]
     if major >= 24:
         # Lucene 9 still calls sun.misc.Unsafe::invokeCleaner; Java 24+ warns about it on stderr.
         options.append("--sun-misc-unsafe-memory-access=allow")
