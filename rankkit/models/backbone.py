@@ -167,6 +167,19 @@ def position_limit(config: Any) -> int | None:
     return limit
 
 
+
+def position_embeddings(encoder: Any) -> torch.nn.Parameter:
+    """The learned absolute position table of a BERT-style encoder (BERT, MiniLM, ELECTRA, RoBERTa:
+    ``embeddings.position_embeddings.weight``), or a one-line error for an encoder without one."""
+    base = getattr(encoder, "base_model", encoder)  # a *ForSequenceClassification keeps it on its encoder
+    table = getattr(getattr(base, "embeddings", None), "position_embeddings", None)
+    if not isinstance(table, torch.nn.Embedding):
+        raise RankkitError(f"{type(base).__name__} has no learned absolute position embeddings "
+                           "(embeddings.position_embeddings)")
+    weight = table.weight
+    assert isinstance(weight, torch.nn.Parameter)
+    return weight
+
 def reset_attention_type(encoder: Any) -> None:
     """Undo a sparse-attention backbone's switch to full attention made by its previous call.
 

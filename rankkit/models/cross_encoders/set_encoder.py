@@ -45,6 +45,7 @@ from torch import nn
 
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
+from rankkit.models import backbone as bb
 from rankkit.models.base import ActivationCheckpointing, canonical_orders, from_canonical, to_canonical
 from rankkit.models.batching import record_mask
 from rankkit.models.config import ModelConfig, option
@@ -296,6 +297,12 @@ class SetEncoderConfig(CandidateListConfig):
         paper="Set-Encoder §4 (re-ranks the top 100); lightning-ir's depth",
         help="re-ranking: candidates scored together as one set; longer lists are split into deterministic, "
              "order-independent sets")
+    freeze_position_embeddings: bool = option(
+        False, flag="--freeze-position-embeddings/--train-position-embeddings",
+        paper="Schlatt et al., 2024, Set-Encoder: the authors' configs (github.com/webis-de/set-encoder, "
+              "set_encoder/configs/cli/set-encoder.yaml: freeze_position_embeddings: true); not in the paper's text",
+        help="training: keep the backbone's learned position embeddings as pre-trained (not updated) while every "
+             "other weight trains, as the authors' ELECTRA runs do")
 
     def resolve(self) -> None:
         if self.encoder != "cross" or self.freeze_encoder:
@@ -320,6 +327,10 @@ class SetEncoder(Mono):
         if config.interaction_token == "int":
             add_interaction_token(encoder, tokenizer)
         super().__init__(encoder, tokenizer, config)
+        if config.freeze_position_embeddings:
+            # The authors' SetEncoderModule turns requires_grad off on the position table (set_encoder_module.py),
+            # so the optimiser never holds it (rankkit.training.optim takes trainable parameters only).
+            bb.position_embeddings(self.pairs.encoder).requires_grad_(False)
 
     @property
     def max_set_size(self) -> int:
