@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rankkit.docstore",),
     ("rankkit.models",),
     ("rankkit.runtime",),
-    ("rankkit.dense", "rankkit.reranking"),
+    ("rankkit.dense", "rankkit.reranking", "rankkit.serve"),
     ("rankkit.training",),
     ("rankkit.doctor", "rankkit.testing"),
     ("rankkit.cli", "rankkit.__main__", "rankkit.api"),
@@ -37,8 +37,10 @@ FACADE = ("rankkit", "rankkit.api")
 FORBIDDEN = {
     "rankkit.models": ("rankkit.runtime", "rankkit.training", "rankkit.dense", "rankkit.reranking", "rankkit.cli"),
     "rankkit.runtime": ("rankkit.training", "rankkit.dense", "rankkit.reranking", "rankkit.cli"),
-    "rankkit.dense": ("rankkit.training", "rankkit.reranking"),
-    "rankkit.reranking": ("rankkit.training", "rankkit.dense"),
+    "rankkit.dense": ("rankkit.training", "rankkit.reranking", "rankkit.serve"),
+    "rankkit.reranking": ("rankkit.training", "rankkit.dense", "rankkit.serve"),
+    # The HTTP service runs models through the inference session only: no trainer, no run files, no indexes.
+    "rankkit.serve": ("rankkit.training", "rankkit.dense", "rankkit.reranking", "rankkit.cli"),
     "rankkit.evaluation": ("rankkit.fusion", "rankkit.models"),
     "rankkit.fusion": ("rankkit.evaluation", "rankkit.models"),
 }
@@ -139,7 +141,7 @@ def test_inference_loads_models_through_the_one_composer() -> None:
     """rerank, explain, dense, the API and the CLI load a model for inference with
     rankkit.runtime.load_for_inference (one device rule), not the model library's loader."""
     wrong = [f"{i}:{line}" for i, t, line in IMPORTS
-             if unit_of(i) in ("rankkit.dense", "rankkit.reranking", "rankkit.cli", "rankkit.api")
+             if unit_of(i) in ("rankkit.dense", "rankkit.reranking", "rankkit.serve", "rankkit.cli", "rankkit.api")
              and t == "rankkit.models.checkpoint" and _names_imported(i, line) & {"load_for_inference"}]
     assert not wrong, wrong
 

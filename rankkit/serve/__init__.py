@@ -1,0 +1,68 @@
+"""``rankkit serve``: a model behind HTTP, with dynamic batching, through the inference session.
+
+Layout:
+
+* :mod:`rankkit.serve.limits`: what a request may carry and how long it may wait (:class:`Limits`);
+* :mod:`rankkit.serve.protocol`: request and response bodies in the shapes TEI, infinity, Cohere and OpenAI
+  clients speak, and the 4xx errors;
+* :mod:`rankkit.serve.truncation`: which texts the model will cut (reported, never done here);
+* :mod:`rankkit.serve.batcher`: the model worker thread and its queue (dynamic batching);
+* :mod:`rankkit.serve.metrics`: Prometheus metrics;
+* :mod:`rankkit.serve.app`: the Starlette application (:class:`Service`);
+* :mod:`rankkit.serve.server`: uvicorn, the socket, the drain on SIGTERM.
+
+:func:`open_service` loads a model exactly as ``rankkit rerank`` does (:func:`rankkit.runtime.load_for_inference`
+and an :class:`~rankkit.runtime.session.InferenceSession`), warms it up and returns the :class:`Service`.
+The stack is uvicorn + Starlette: a plain ASGI server and a small routing layer (no request models: bodies are
+checked by hand so that every refusal is one line naming the field).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rankkit.serve.limits import Limits
+
+#: Names importing :mod:`rankkit.serve` gives without loading Starlette, uvicorn or torch.
+__all__ = ["Limits", "open_service"]
+
+
+def open_service(model: str, checkpoint: str | os.PathLike[str] | None, runtime: Any, device: str = "auto", *,
+                 batch_size: int | None = None, max_tokens: int | None = None, max_length: int | None = None,
+                 limits: Limits | None = None, served_name: str | None = None, warm: bool = True) -> Any:
+    """Model ``model`` from ``checkpoint`` on ``runtime`` (a :class:`rankkit.runtime.Runtime`) and ``device``, in an
+    inference session with ``batch_size`` rows and ``max_tokens`` (as ``rankkit rerank``'s options), ``max_length``
+    tokens per input if given (``rankkit rerank --max-length``), behind a :class:`~rankkit.serve.app.Service`."""
+    import torch
+
+    from rankkit.console import log
+    from rankkit.cpu import cpu_model, describe_cpu
+    from rankkit.runtime import InferenceSession, load_for_inference
+    from rankkit.serve.app import Service
+    from rankkit.serve.batcher import warm_up
+    from rankkit.version import __version__
+
+    loaded = load_for_inference(model, checkpoint, runtime, device)
+    session = InferenceSession.of(loaded, batch_size=batch_size, max_tokens=max_tokens)
+    if max_length is not None:
+        session.model.set_max_length(max_length)
+    source = session.model.source
+    provenance = source.provenance() if source is not None else None
+    revision = None
+    if source is not None:  # a hub commit, else the weights' SHA-256 (a local folder), else the package's name
+        revision = source.commit or (f"sha256:{provenance['weights_sha256']}" if provenance and
+                                     provenance.get("weights_sha256") else source.revision or source.package)
+    info: dict[str, Any] = {
+        "checkpoint": str(checkpoint) if checkpoint is not None else None,
+        "revision": revision, "source": provenance,
+        "cpu": describe_cpu(), "cpu_model": cpu_model(),
+        "gpu": torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else None,
+        "rankkit": __version__,
+    }
+    service = Service(session, name=model, served_name=served_name or (str(checkpoint) if checkpoint else model),
+                      limits=limits, info=info)
+    if warm:
+        warm_up(session, service.encodes, log)
+    return service
+
