@@ -9,12 +9,19 @@ quoting the sentence of the paper it comes from::
     backbone = "the paper's encoder; rankkit's packaged MiniLM is used unless --backbone"
     cannot_run = "why the paper's setting cannot run on the packaged MiniLM"  # refused without --backbone
     cannot_run_settings = ["piece_length"]  # ... unless one of these settings is overridden
+    first_stage = "how the training candidates are retrieved: the commands and settings of that stage"
     [recipe.requires]             # settings the user must give, and what they are
     teacher = "a teacher run (TREC format) scoring every training query's candidates"
+    [recipe.from_rankkit]         # settings whose value is rankkit's, not the paper's: why
+    max_grad_norm = "1.0, rankkit train's default: the paper states no gradient clipping"
 
     [train]                       # any rankkit train option by its name (batch_size, group_size, ...)
     model = "matrank"             # and the model's own settings by name (window, encoder, hidden, ...)
     group_size = 97
+
+``[recipe.from_rankkit]`` names every setting whose value comes from rankkit (a default the recipe
+leaves unset, or rankkit's choice where the paper gives no number) rather than from the paper or the
+authors' published configuration, so a reader sees what the paper does not fix.
 
 Command-line flags override the file; ``--print-config`` prints the merged settings as TOML (a
 file ``--config`` reads back). Unknown sections or keys, and values of the wrong type, are
@@ -37,7 +44,10 @@ from rankkit.errors import InputError, RankkitError
 from rankkit.files.limits import read_toml
 from rankkit.hub import ModelReference
 
-RECIPE_KEYS = ("paper", "experiment", "backbone", "cannot_run", "cannot_run_settings", "requires")
+RECIPE_KEYS = ("paper", "experiment", "backbone", "cannot_run", "cannot_run_settings", "first_stage", "requires",
+               "from_rankkit")
+#: The [recipe] strings, in the order --print-config shows them.
+RECIPE_TEXTS = ("paper", "experiment", "backbone", "cannot_run", "first_stage")
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,10 @@ class Recipe:
     #: The [train] settings ``cannot_run`` is about: overriding any of them (or --backbone) lifts it.
     cannot_run_settings: list[str] = field(default_factory=list)
     requires: dict[str, str] = field(default_factory=dict)
+    #: How the training candidates are retrieved (a stage before ``rankkit train``, e.g. BM25's k1 and b).
+    first_stage: str | None = None
+    #: Settings whose value is rankkit's (a default left unset, or rankkit's choice), not the paper's: why.
+    from_rankkit: dict[str, str] = field(default_factory=dict)
 
 
 def kind_of(annotation: Any) -> Any:
@@ -148,13 +162,9 @@ def load_recipe(path: Path, kinds: Mapping[str, Any]) -> Recipe:
     for key in about:
         if key not in RECIPE_KEYS:
             raise InputError(path, None, f"unknown key {key!r} in [recipe] (known: {', '.join(RECIPE_KEYS)})")
-    requires = about.get("requires", {})
-    if not isinstance(requires, dict) or not all(isinstance(v, str) for v in requires.values()):
-        raise InputError(path, None, "[recipe.requires] must map setting names to descriptions")
-    for key in requires:
-        if key not in kinds:
-            raise InputError(path, None, f"unknown key {key!r} in [recipe.requires]")
-    for key in ("paper", "experiment", "backbone", "cannot_run"):
+    requires = _setting_notes(path, about, "requires", kinds)
+    from_rankkit = _setting_notes(path, about, "from_rankkit", kinds)
+    for key in RECIPE_TEXTS:
         if key in about and not isinstance(about[key], str):
             raise InputError(path, None, f"[recipe] {key} must be a string")
     lifted_by = about.get("cannot_run_settings", [])
@@ -167,7 +177,20 @@ def load_recipe(path: Path, kinds: Mapping[str, Any]) -> Recipe:
         settings[key] = _convert(path, key, value, kinds[key])
     return Recipe(path=path, settings=settings, paper=about.get("paper"), experiment=about.get("experiment"),
                   backbone=about.get("backbone"), cannot_run=about.get("cannot_run"),
-                  cannot_run_settings=list(lifted_by), requires=dict(requires))
+                  cannot_run_settings=list(lifted_by), requires=requires, first_stage=about.get("first_stage"),
+                  from_rankkit=from_rankkit)
+
+
+def _setting_notes(path: Path, about: Mapping[str, Any], table: str, kinds: Mapping[str, Any]) -> dict[str, str]:
+    """``[recipe.<table>]``: setting names (keys ``[train]`` accepts) mapped to a description each."""
+    notes = about.get(table, {})
+    if not isinstance(notes, dict) or not all(isinstance(v, str) for v in notes.values()):
+        raise InputError(path, None, f"[recipe.{table}] must map setting names to descriptions")
+    for key in notes:
+        if key not in kinds:
+            raise InputError(path, None, f"unknown key {key!r} in [recipe.{table}] (not a rankkit train option or "
+                                         "model setting)")
+    return dict(notes)
 
 
 def check_runnable(recipe: Recipe, merged: Mapping[str, Any]) -> None:
@@ -195,12 +218,14 @@ def format_settings(merged: Mapping[str, Any], recipe: Recipe | None) -> str:
     lines = ["# rankkit train settings" + (f": {recipe.path}, then the command line" if recipe else "")]
     if recipe is not None:
         lines.append("[recipe]")
-        for key in ("paper", "experiment", "backbone", "cannot_run", "cannot_run_settings"):
+        for key in (*RECIPE_TEXTS, "cannot_run_settings"):
             if getattr(recipe, key):
                 lines.append(f"{key} = {_toml_value(getattr(recipe, key))}")
-        if recipe.requires:
-            lines.append("[recipe.requires]")
-            lines += [f"{key} = {_toml_value(what)}" for key, what in recipe.requires.items()]
+        for table in ("requires", "from_rankkit"):
+            notes: dict[str, str] = getattr(recipe, table)
+            if notes:
+                lines.append(f"[recipe.{table}]")
+                lines += [f"{key} = {_toml_value(what)}" for key, what in notes.items()]
     lines.append("[train]")
     for key, value in merged.items():
         if key == "workers" and value is None:

@@ -31,8 +31,14 @@ REFUSED = {
     "matrank-semeval.toml": "--precision fp16 needs a CUDA device",
     "matrank-split-msmarco-doc.toml": "--precision fp16 needs a CUDA device",
     "set-encoder-stage2.toml": "needs --init-checkpoint: the stage-1 Set-Encoder checkpoint",
-    "parade-robust04-kd.toml": "needs --teacher-checkpoint: the teacher, a PARADE-Transformer",
+    "parade-robust04-kd.toml": "needs --teacher-checkpoint: the teacher, a PARADE-Transformer on BERT-Base",
+    "parade-robust04-kd-electra.toml": "needs --teacher-checkpoint: the teacher, a PARADE-Transformer on ELECTRA-base",
 }
+#: Settings the papers often leave out (issue 37): each recipe sets it in [train] or says in [recipe.from_rankkit]
+#: that rankkit's value applies.
+STATED_OR_FROM_RANKKIT = ("optimizer", "lr", "weight_decay", "warmup", "max_grad_norm", "precision", "seed")
+#: Groups of settings of which one stated in [train] (or named in from_rankkit) covers the group.
+STATED_OR_FROM_RANKKIT_GROUPS = (("epochs", "max_steps"), ("lr_schedule", "lr_decay_to", "lr_decay_rate"))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +52,8 @@ def test_the_paper_experiments_have_recipes() -> None:
     assert {p.name for p in RECIPES} == {
         "repbert-msmarco.toml", "densetrans-quora.toml", "matrank-msmarco.toml", "matrank-wikiqa.toml",
         "matrank-semeval.toml", "set-encoder-stage1.toml", "set-encoder-stage2.toml", "parade-robust04.toml",
-        "parade-robust04-kd.toml", "matrank-split-msmarco-doc.toml",
+        "parade-robust04-bert-base.toml", "parade-robust04-kd.toml", "matrank-split-msmarco-doc.toml",
+        "parade-robust04-kd-electra.toml",  # rankkit's alternative teacher (ELECTRA), not the paper's
         "dl19-cpu.toml"}  # rankkit's own CPU recipe (issue 18), not a paper's
 
 
@@ -98,7 +105,8 @@ def test_recipe_runs_or_is_refused_with_its_reason(cli: Any, data: dict[str, Pat
 #: What a recipe's [recipe.requires] are given: the checkpoint another recipe writes (trained first).
 TRAINED_FIRST = {
     ("set-encoder-stage2.toml", "init_checkpoint"): "set-encoder-stage1.toml",
-    ("parade-robust04-kd.toml", "teacher_checkpoint"): "parade-robust04.toml",
+    ("parade-robust04-kd.toml", "teacher_checkpoint"): "parade-robust04-bert-base.toml",
+    ("parade-robust04-kd-electra.toml", "teacher_checkpoint"): "parade-robust04.toml",
 }
 #: rankkit.json's record of a [train] setting: ("training", key) or ("hparams", key).
 RECORDED = {key: "training" for key in (
@@ -195,6 +203,7 @@ def test_set_encoder_recipes_are_table_1s_headline_row() -> None:
     for settings in (first, second.settings):  # the authors' configs: lr 1e-5, 256-token pairs, constant rate
         assert settings["lr"] == 1e-5 and settings["max_query_length"] + settings["max_doc_length"] + 3 == 256
         assert (settings["warmup"], settings["lr_decay_to"]) == (0, 1.0)
+        assert settings["freeze_position_embeddings"] is True  # set-encoder.yaml: freeze_position_embeddings: true
 
 
 def test_matrank_split_paper_pieces_fit_the_backbone() -> None:
@@ -240,6 +249,9 @@ def test_flags_override_the_recipe(cli: Any, data: dict[str, Path], tmp_path: Pa
     ("[train]\nmodel = 'mono'\nwindow = 8\n", "key 'window' is not a setting of model mono"),
     ("[train]\nmodel = 'mono'\nlr = = 3\n", "not valid TOML"),
     ("[train]\nmodel = 'mono'\nencoder = 'tri'\n", "encoder"),
+    ("[recipe.from_rankkit]\nlrr = 'x'\n[train]\nmodel = 'mono'\n", "unknown key 'lrr' in [recipe.from_rankkit]"),
+    ("[recipe.from_rankkit]\nlr = 3\n[train]\nmodel = 'mono'\n", "[recipe.from_rankkit] must map setting names"),
+    ("[recipe]\nfirst_stage = 3\n[train]\nmodel = 'mono'\n", "[recipe] first_stage must be a string"),
 ])
 def test_bad_config_files_are_one_line_errors(cli: Any, tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.toml"
@@ -259,7 +271,8 @@ def test_missing_required_settings(cli: Any, tmp_path: Path) -> None:
     assert result.code == 2 and "--train is required" in result.stderr
 
 
-@pytest.mark.parametrize("name", ["parade-robust04.toml", "parade-robust04-kd.toml"])
+@pytest.mark.parametrize("name", ["parade-robust04.toml", "parade-robust04-bert-base.toml", "parade-robust04-kd.toml",
+                                  "parade-robust04-kd-electra.toml"])
 def test_parade_recipe_pairs_fit_256_tokens(step_data: dict[str, Path], name: str) -> None:
     """PARADE §4.2: "The maximum passage sequence length is set as 256": with the recipe's 20-token query
     budget (the authors' maxqlen) a full window and a long query make a pair of 20 + window + 3 tokens;
@@ -281,3 +294,53 @@ def test_parade_recipe_pairs_fit_256_tokens(step_data: dict[str, Path], name: st
         default = cls.for_training(step_data["backbone"], cls.config_class.build(
             {k: v for k, v in settings.items() if k != "max_query_length"}, cls.name))
         assert max(default.pairs.pair_lengths([query] * len(passages), passages)) == 32 + 225 + 3 == 260
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_every_recipe_says_which_settings_are_rankkits(path: Path) -> None:
+    """Issue 37: clipping, weight decay, precision, warm-up and the like are either stated in [train] (under
+    the paper's or the authors' words) or named in [recipe.from_rankkit] with rankkit's value and why."""
+    recipe = recipes.load_recipe(path, recipes.train_kinds())
+    covered = set(recipe.settings) | set(recipe.from_rankkit)
+    missing = [key for key in STATED_OR_FROM_RANKKIT if key not in covered]
+    missing += ["/".join(group) for group in STATED_OR_FROM_RANKKIT_GROUPS if not covered & set(group)]
+    assert not missing, f"{path.name}: say where {', '.join(missing)} come(s) from in [recipe.from_rankkit]"
+    assert all(len(why) > 20 for why in recipe.from_rankkit.values())
+
+
+def test_from_rankkit_and_first_stage_are_printed_and_read_back(cli: Any, tmp_path: Path) -> None:
+    printed = cli("train", "--config", "recipes/densetrans-quora.toml", "--print-config")
+    assert printed.code == 0, printed.stderr
+    merged = tomllib.loads(printed.stdout)
+    recipe = recipes.load_recipe(Path("recipes/densetrans-quora.toml"), recipes.train_kinds())
+    assert merged["recipe"]["from_rankkit"] == recipe.from_rankkit and "max_grad_norm" in recipe.from_rankkit
+    assert merged["recipe"]["first_stage"] == recipe.first_stage
+    again = tmp_path / "printed.toml"
+    again.write_text(printed.stdout, encoding="utf-8")
+    back = recipes.load_recipe(again, recipes.train_kinds())
+    assert (back.from_rankkit, back.first_stage) == (recipe.from_rankkit, recipe.first_stage)
+
+
+def test_densetrans_recipe_gives_the_papers_bm25_settings() -> None:
+    """DenseTrans §4.2.3: "The key hyper-parameters of BM25 are tuned to k1 = 3.44 and b = 0.87" (negative
+    sampling): a first-stage setting, given as rankkit retrieve's flags."""
+    recipe = recipes.load_recipe(Path("recipes/densetrans-quora.toml"), recipes.train_kinds())
+    assert recipe.first_stage is not None
+    assert "rankkit retrieve --model bm25" in recipe.first_stage and "--k1 3.44 --b 0.87" in recipe.first_stage
+    assert "rankkit mine" in recipe.first_stage and "--depth 100" in recipe.first_stage
+
+
+def test_parade_distillation_teacher_is_the_papers() -> None:
+    """PARADE §5.3 / Table 9: the teacher is a BERT-Base PARADE-Transformer in the reduced setting (BM25 top 100,
+    point-wise cross-entropy, 150/100-token windows); the ELECTRA teacher is a named alternative."""
+    teacher = recipes.load_recipe(Path("recipes/parade-robust04-bert-base.toml"), recipes.train_kinds())
+    assert (teacher.settings["model"], teacher.settings["loss"]) == ("parade-transformer", "pointwise-ce")
+    assert (teacher.settings["window"], teacher.settings["stride"]) == (150, 100)
+    assert teacher.backbone is not None and "BERT-Base" in teacher.backbone
+    assert teacher.first_stage is not None and "top 100" in teacher.first_stage
+    student = recipes.load_recipe(Path("recipes/parade-robust04-kd.toml"), recipes.train_kinds())
+    assert "parade-robust04-bert-base.toml" in student.requires["teacher_checkpoint"]
+    electra = recipes.load_recipe(Path("recipes/parade-robust04-kd-electra.toml"), recipes.train_kinds())
+    assert "recipes/parade-robust04.toml" in electra.requires["teacher_checkpoint"]
+    assert "teacher_checkpoint" in electra.from_rankkit
+    assert electra.settings == student.settings  # only the teacher differs
