@@ -87,7 +87,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
              "training/test_training_frozen.py", "training/test_training_loader.py", "training/test_training_schedule.py",
              "training/test_training_engine.py", "training/test_training_data.py", "cli/test_cli_models.py",
              "cli/test_cli_runtime.py", "formats/test_formats_interop.py", "fusion/test_fusion.py",
-             "models/test_models_bigbird.py", "lexical/", "runtime/test_gpu_suite.py"),
+             "models/test_models_bigbird.py", "lexical/", "runtime/test_gpu_suite.py", "serve/"),
 }
 TESTS = Path(__file__).resolve().parent
 
