@@ -228,7 +228,7 @@ def load_model(model: str, checkpoint: PathLike | None = None, *, backend: str =
 
 
 def _load(model: str, checkpoint: PathLike | None, backend: str, quantize: str | None, precision: str | None,
-          threads: int | None, device: str) -> Any:
+          threads: int | None, device: str, sample: Any = None) -> Any:
     from rankkit.runtime import load_for_inference
 
     if not isinstance(model, str):
@@ -237,7 +237,8 @@ def _load(model: str, checkpoint: PathLike | None, backend: str, quantize: str |
         raise _kind_error("checkpoint", "a folder or a hub id (a path or a string)", checkpoint)
     if not isinstance(device, str):
         raise _kind_error("device", "a string", device)
-    return load_for_inference(model, checkpoint, _runtime(backend, quantize, precision, threads), device)
+    runtime = _runtime(backend, quantize, precision, threads)
+    return load_for_inference(model, checkpoint, runtime, device, sample=None if runtime.resolved else sample)
 
 
 def _runtime(backend: str, quantize: str | None, precision: str | None, threads: int | None) -> Any:
@@ -300,15 +301,19 @@ def rerank(model: str | RankingModel, run: RunLike, queries: Queries | None = No
         passage_text = _passages(passages_from_frame(run, "run"), wanted)
     else:
         passage_text = _passages(passages, wanted)
+    qids = [qid for qid in scores_in if heads[qid]]
     if isinstance(model, str):
-        session = InferenceSession.of(_load(model, checkpoint, backend, quantize, precision, threads, device),
+        from rankkit.runtime.auto import InputSample
+
+        # auto's lossy choice is checked on these inputs' own first pairs (issue 41).
+        sample = InputSample.of_lists([texts[q] for q in qids], [[passage_text[d] for d in heads[q]] for q in qids])
+        session = InferenceSession.of(_load(model, checkpoint, backend, quantize, precision, threads, device, sample),
                                       batch_size=batch_size)
     else:
         if (backend, quantize, precision, threads) != ("torch", None, None, None):
             raise RankkitError("rerank: backend, quantize, precision and threads apply to a model given by name; "
                                "pass them to rankkit.load_model for a loaded one")
         session = _session_of(model, device, batch_size)
-    qids = [qid for qid in scores_in if heads[qid]]
     scores = score_lists(session, [texts[qid] for qid in qids], [[passage_text[d] for d in heads[qid]] for qid in qids],
                          show_progress=show_progress)
     out: Run = {}

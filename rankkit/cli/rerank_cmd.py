@@ -62,7 +62,7 @@ def rerank_command(
     first-stage scores.
     """
     from rankkit.docstore import open_docstore
-    from rankkit.reranking import rerank_run
+    from rankkit.reranking import rerank_run, run_sample
     from rankkit.distributed import init_distributed
 
     if (corpus is None) == (index is None):
@@ -86,10 +86,13 @@ def rerank_command(
     runtime = runtime_of(backend, quantize, threads, precision)
     # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
     dist = init_distributed(device_for(device, runtime))
-    session = InferenceSession.of(load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides),
-                                  batch_size=batch_size, max_tokens=max_tokens)
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
+        # auto's lossy choice is checked on this run's own first pairs (issue 41); the user's explicit one is not.
+        sample = run_sample(run, queries, store, depth) if not runtime.resolved else None
+        session = InferenceSession.of(load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides,
+                                                         sample=sample),
+                                      batch_size=batch_size, max_tokens=max_tokens)
         rerank_run(session, run, queries, store, output, depth=depth, max_length=max_length, tag=runtag, dist=dist)
     dist.close()

@@ -35,7 +35,7 @@ from rankkit.distributed import SINGLE, Dist
 from rankkit.errors import InputError, RankkitError
 from rankkit.files import atomic_path, staging_dir
 from rankkit.files.temporaries import publish_folder
-from rankkit.formats import atomic_write
+from rankkit.formats import atomic_write, iter_corpus
 from rankkit.indexes import MANIFEST_NAME, new_manifest, read_manifest, write_manifest
 from rankkit.models.base import BiEncoder
 from rankkit.runtime import InferenceSession, LoadedModel, Runtime, load_for_inference
@@ -196,7 +196,12 @@ def build_dense_index(model_name: str, checkpoint: str | os.PathLike[str] | None
         raise InputError(corpus, None, "no such file or directory")
     if faiss_kind == "ivfpq" and count == 1:
         effective_ivfpq(enc.count_documents(corpus), nlist, pq_bits)  # fail before hours of encoding
-    loaded = load_bi_encoder(model_name, checkpoint, dist.device if dist.active else device, runtime)
+    sample = None
+    if runtime is not None and not runtime.resolved:  # auto's lossy choice is checked on this corpus's own texts
+        from rankkit.runtime.auto import SAMPLE_TEXTS, InputSample
+
+        sample = InputSample.of_texts([doc.contents for doc, _ in zip(iter_corpus(corpus), range(SAMPLE_TEXTS))])
+    loaded = load_bi_encoder(model_name, checkpoint, dist.device if dist.active else device, runtime, sample)
     model, runtime = loaded.model, loaded.runtime
     assert isinstance(model, BiEncoder)
     # 64 texts a batch on the CPU (the encoding default since the first release); a token budget on CUDA.
@@ -307,14 +312,14 @@ def _merge_into(built: Path, owner: Mapping[int, Path], total_chunks: int, first
 
 
 def load_bi_encoder(model_name: str, checkpoint: str | os.PathLike[str] | None,
-                    device: str | torch.device = "auto", runtime: Runtime | None = None) -> LoadedModel:
+                    device: str | torch.device = "auto", runtime: Runtime | None = None, sample: Any = None) -> LoadedModel:
     """A bi-encoder for dense encoding (rankkit checkpoint, HF folder zero-shot, or ``None``) on ``device``
     and ``runtime`` (:func:`rankkit.runtime.load_for_inference`; ``auto`` is the CPU for a CPU backend)."""
     from rankkit.models import get_model_class
 
     if not issubclass(get_model_class(model_name), BiEncoder):
         raise RankkitError(f"model {model_name!r} is not a bi-encoder: dense indexes need one (repbert, densetrans)")
-    return load_for_inference(model_name, checkpoint, runtime, device, task="encode")
+    return load_for_inference(model_name, checkpoint, runtime, device, task="encode", sample=sample)
 
 
 def set_max_lengths(model: BiEncoder, max_query_length: int | None = None,

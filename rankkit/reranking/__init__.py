@@ -157,6 +157,25 @@ def score_lists(ranker: RankingModel | InferenceSession, queries: Sequence[str],
     return scores
 
 
+def run_sample(run: str | os.PathLike[str], topics: Mapping[str, str], store: DocStore, depth: int) -> Any:
+    """The run's first queries with their top candidates' texts (:class:`rankkit.runtime.auto.InputSample`), for
+    auto's self-check on the user's own input; None for a run that is not a regular file (a pipe is read once)
+    or whose first queries have no text (the re-ranking reports that)."""
+    from rankkit.runtime.auto import SAMPLE_DEPTH, SAMPLE_QUERIES, InputSample
+
+    if not Path(run).is_file():
+        return None
+    heads: list[tuple[str, list[str]]] = []
+    for qid, ranking in iter_run_queries(run):
+        if qid not in topics:
+            return None
+        heads.append((qid, [docid for docid, _ in ranking[: min(depth, SAMPLE_DEPTH)]]))
+        if len(heads) == SAMPLE_QUERIES:
+            break
+    passages = store.get_many(sorted({d for _, head in heads for d in head}))
+    return InputSample.of_lists([topics[qid] for qid, _ in heads], [[passages[d] for d in head] for _, head in heads])
+
+
 def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, float]:
     """Re-ranked scores plus the unchanged tail below them, in its given order."""
     docs = dict(reranked)
@@ -274,4 +293,4 @@ def rerank_run(ranker: RankingModel | InferenceSession, run: str | os.PathLike[s
 
 
 __all__ = ["RerankProgress", "RerankReport", "count_run_pairs", "default_chunk_pairs", "merge_tail", "rerank_run",
-           "score_lists", "session_of"]
+           "run_sample", "score_lists", "session_of"]

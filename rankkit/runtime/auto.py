@@ -269,9 +269,14 @@ def property_check(model: RankingModel) -> str:
     from rankkit.models.base import BiEncoder
     from rankkit.runtime.openvino_backend import calibration_texts
 
-    rows = calibration_texts()
-    query = next(t[0] for t in rows if len(t) == 1)
-    passages = [t[0] for t in rows if len(t) == 1][1: PROPERTY_TEXTS + 1]
+    from rankkit.runtime.openvino_backend import model_tokenizer
+
+    singles = [t[0] for t in calibration_texts() if len(t) == 1][: PROPERTY_TEXTS + 1]
+    tokenizer = model_tokenizer(model)
+    if tokenizer is not None:  # short texts: the properties are about order and batches, and positions may be few
+        cut = tokenizer(singles, add_special_tokens=False, truncation=True, max_length=16)["input_ids"]
+        singles = tokenizer.batch_decode([ids[: 8 if i == 0 else 16] for i, ids in enumerate(cut)])
+    query, passages = singles[0], singles[1:]
     done = []
     with torch.inference_mode():
         if model.permutation_invariant:
@@ -292,9 +297,122 @@ def property_check(model: RankingModel) -> str:
     return ", ".join(done)
 
 
-def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any) -> str:
+#: The self-check on the user's own input (issue 41): the run's first queries, at most this many candidates each.
+SAMPLE_QUERIES, SAMPLE_DEPTH, SAMPLE_TEXTS = 3, 20, 48
+#: What a lossy row must keep on that sample against torch fp32 (calibration: docs/RESULTS.md issue 41).
+MIN_SAMPLE_TAU, MIN_SAMPLE_TOP10 = 0.80, 0.80
+
+
+@dataclass(frozen=True)
+class InputSample:
+    """A few of the run's own inputs for auto's self-check (issue 41): queries with their candidate texts
+    (re-ranking) or texts (encoding). Build one with :meth:`of_lists` or :meth:`of_texts`."""
+
+    queries: tuple[str, ...] = ()
+    candidates: tuple[tuple[str, ...], ...] = ()
+    texts: tuple[str, ...] = ()
+
+    @classmethod
+    def of_lists(cls, queries: Sequence[str], candidates: Sequence[Sequence[str]]) -> "InputSample":
+        """The first :data:`SAMPLE_QUERIES` queries with their first :data:`SAMPLE_DEPTH` candidates (two at least)."""
+        chosen = [(q, tuple(c[:SAMPLE_DEPTH])) for q, c in zip(queries, candidates) if len(c) >= 2][:SAMPLE_QUERIES]
+        return cls(tuple(q for q, _ in chosen), tuple(c for _, c in chosen))
+
+    @classmethod
+    def of_texts(cls, texts: Sequence[str]) -> "InputSample":
+        return cls(texts=tuple(texts[:SAMPLE_TEXTS]))
+
+    def __bool__(self) -> bool:
+        return bool(self.candidates or self.texts)
+
+    def shape(self, tokenizer: Any) -> str:
+        """The sample's token lengths, rounded up to 64 (median and longest): what the cached result is keyed by,
+        so a run of other lengths is checked again."""
+        texts = list(self.texts) or [t for c in self.candidates for t in c]
+        if tokenizer is None or not texts:
+            return f"{len(texts)} texts"
+        lengths = sorted(len(ids) for ids in tokenizer(texts, truncation=True, max_length=512)["input_ids"])
+        up = lambda n: -(-n // 64) * 64  # noqa: E731
+        return f"median {up(lengths[len(lengths) // 2])}, longest {up(lengths[-1])} tokens"
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-b of two score lists (1: the same order; ties count as neither agreeing nor not)."""
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            x, y = (a[i] > a[j]) - (a[i] < a[j]), (b[i] > b[j]) - (b[i] < b[j])
+            if x == 0 and y == 0:
+                continue
+            if x == 0:
+                ties_a += 1
+            elif y == 0:
+                ties_b += 1
+            elif x == y:
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = ((concordant + discordant + ties_a) * (concordant + discordant + ties_b)) ** 0.5
+    return (concordant - discordant) / denominator if denominator else 1.0
+
+
+def top_agreement(a: Sequence[float], b: Sequence[float], k: int = 10) -> float:
+    """Share of the first list's top ``k`` that is also the second's (positions break ties)."""
+    k = min(k, len(a))
+    top = lambda s: {i for i, _ in sorted(enumerate(s), key=lambda p: (-p[1], p[0]))[:k]}  # noqa: E731
+    return len(top(a) & top(b)) / k if k else 1.0
+
+
+def sample_check(model: RankingModel, torch_modules: Sequence[tuple[EncoderSlot, nn.Module]],
+                 sample: InputSample) -> str:
+    """The model on its new backend against the same model on torch fp32 (``torch_modules`` swapped back for the
+    reference) on the run's own ``sample``: per query Kendall's tau and top-10 agreement of the two rankings
+    (re-ranking), or the cosine of each text's vector (encoding). Returns the measure; raises
+    :class:`RankkitError` when a query (or text) is outside the band."""
+    from rankkit.models.base import BiEncoder
+
+    lossy = [(slot, slot.module) for slot, _ in torch_modules]
+
+    def on(modules: Sequence[tuple[EncoderSlot, nn.Module]]) -> None:
+        for slot, module in modules:
+            setattr(slot.owner, slot.attribute, module)
+
+    with torch.inference_mode():
+        if sample.texts:
+            assert isinstance(model, BiEncoder)
+            got = model.encode(list(sample.texts), is_query=False)
+            on(torch_modules)
+            try:
+                reference = model.encode(list(sample.texts), is_query=False)
+            finally:
+                on(lossy)
+            cosine = torch.nn.functional.cosine_similarity(got, reference, dim=-1)
+            measure = (f"on {len(sample.texts)} of this input's texts: cosine to torch fp32 mean "
+                       f"{float(cosine.mean()):.4f}, min {float(cosine.min()):.4f}")
+            if not (float(cosine.mean()) >= MIN_COSINE_MEAN and float(cosine.min()) >= MIN_COSINE):
+                raise RankkitError(f"{measure} (needs mean >= {MIN_COSINE_MEAN}, min >= {MIN_COSINE})")
+            return measure
+        queries, lists = list(sample.queries), [list(c) for c in sample.candidates]
+        got_scores = model.rerank_scores(queries, lists, 16)
+        on(torch_modules)
+        try:
+            reference_scores = model.rerank_scores(queries, lists, 16)
+        finally:
+            on(lossy)
+    taus = [kendall_tau(r.tolist(), g.tolist()) for r, g in zip(reference_scores, got_scores)]
+    tops = [top_agreement(r.tolist(), g.tolist()) for r, g in zip(reference_scores, got_scores)]
+    pairs = sum(len(c) for c in lists)
+    measure = (f"on this input's first {len(lists)} queries ({pairs} pairs): Kendall's tau to torch fp32 min "
+               f"{min(taus):.3f}, top-10 agreement min {min(tops):.2f}")
+    if not (min(taus) >= MIN_SAMPLE_TAU and min(tops) >= MIN_SAMPLE_TOP10):
+        raise RankkitError(f"{measure} (needs tau >= {MIN_SAMPLE_TAU}, top-10 >= {MIN_SAMPLE_TOP10})")
+    return measure
+
+
+def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any, what: str = "quality") -> str:
     """``check()``'s measure, remembered beside the export (``<export>.checks.json``) for this export file,
-    runtime, CPU and thresholds, so later commands on the same checkpoint skip it; a failure is remembered too."""
+    runtime, CPU, thresholds and ``what`` (the self-check adds its input's shape), so later commands on the same
+    checkpoint skip it; a failure is remembered too."""
     import hashlib
     import json
 
@@ -302,7 +420,8 @@ def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any) -> str:
     key = hashlib.sha256(json.dumps([path.name, stat.st_size, stat.st_mtime_ns, runtime.backend, runtime.quantize,
                                      runtime.precision, describe_cpu(), QUALITY_INPUTS, MIN_COSINE_MEAN, MIN_COSINE,
                                      MIN_CORRELATION, type(tokenizer).__name__, getattr(tokenizer, "vocab_size", None)]
-                                    ).encode()).hexdigest()[:16]
+                                    + ([] if what == "quality" else [what, MIN_SAMPLE_TAU, MIN_SAMPLE_TOP10]
+                                       )).encode()).hexdigest()[:16]
     store = path.with_name(path.name + ".checks.json")
     try:
         known = json.loads(store.read_text(encoding="utf-8"))
@@ -371,9 +490,11 @@ def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.Path
 
 
 def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoint: str | os.PathLike[str] | None,
-           task: str = "rerank") -> tuple[Runtime, list[Path]]:
+           task: str = "rerank", sample: InputSample | None = None) -> tuple[Runtime, list[Path]]:
     """Resolve ``runtime``'s ``auto`` parts for ``model`` doing ``task`` on ``device`` and put the model on
-    the choice (logged)."""
+    the choice (logged). With a ``sample`` of the run's own inputs, a lossy choice must also keep torch fp32's
+    rankings on it (:func:`sample_check`, remembered per export, CPU and the sample's lengths), or the next row
+    runs."""
     asked = "--backend auto" if runtime.backend == AUTO else f"--backend {runtime.backend}"
     options = candidates(runtime, model, device, task)
     if not options:
@@ -385,8 +506,21 @@ def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoi
         lossy = (runtime.backend == AUTO and (candidate.quantize != "none"
                                               or (candidate.precision != "fp32" and candidate.backend != "torch"))
                  or (cuda_auto and candidate.precision != "fp32"))
+        torch_modules = [(slot, slot.module) for slot in _slots(model)]
         try:
             exports, measures = try_runtime(model, candidate, checkpoint, lossy)
+            if lossy and sample and exports and runtime.backend == AUTO:
+                from rankkit.runtime.openvino_backend import model_tokenizer
+
+                tokenizer = model_tokenizer(model)
+                try:
+                    measures.append(checked(exports[0], candidate, tokenizer,
+                                            functools.partial(sample_check, model, torch_modules, sample),
+                                            what=f"{task} sample, {sample.shape(tokenizer)}"))
+                except RankkitError:
+                    for slot, module in torch_modules:
+                        setattr(slot.owner, slot.attribute, module)
+                    raise
         except RankkitError as err:
             if last or (runtime.backend != AUTO and not cuda_auto):
                 raise
@@ -396,6 +530,13 @@ def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoi
         log(f"{asked}: {candidate.describe()} ({why}{check})")
         return candidate, exports
     raise AssertionError("the last candidate raises or returns")  # pragma: no cover
+
+
+def _slots(model: RankingModel) -> list[EncoderSlot]:
+    try:
+        return list(model.encoder_slots())
+    except RankkitError:
+        return []
 
 
 def summary(family: str, task: str = "rerank", device: torch.device | None = None) -> str:
@@ -414,6 +555,7 @@ def summary(family: str, task: str = "rerank", device: torch.device | None = Non
     return f"torch fp32 (no measured row for CPU class {cls})"
 
 
-__all__ = ["BORROWED", "MIN_CORRELATION", "MIN_COSINE", "MIN_COSINE_MEAN", "TABLE", "Row", "candidates", "choose",
-           "cuda_candidates",
+__all__ = ["BORROWED", "MIN_CORRELATION", "MIN_COSINE", "MIN_COSINE_MEAN", "MIN_SAMPLE_TAU", "MIN_SAMPLE_TOP10",
+           "SAMPLE_DEPTH", "SAMPLE_QUERIES", "SAMPLE_TEXTS", "TABLE", "InputSample", "Row", "candidates", "choose",
+           "cuda_candidates", "kendall_tau", "sample_check", "top_agreement",
            "explicit_precision", "family_of", "property_check", "quality_check", "rows_for", "summary", "try_runtime"]

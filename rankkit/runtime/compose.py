@@ -45,14 +45,16 @@ class LoadedModel:
 
 def load_for_inference(name: str, checkpoint: str | os.PathLike[str] | None, runtime: Runtime | None = None,
                        device: str | torch.device | None = "auto", *, settings: Mapping[str, Any] | None = None,
-                       task: str = "rerank") -> LoadedModel:
+                       task: str = "rerank", sample: Any = None) -> LoadedModel:
     """Model ``name`` from ``checkpoint`` (``None``: its zero-shot form), on ``device`` and ``runtime``.
 
     ``device``: ``auto``, ``cpu``, ``cuda`` (the device rule of
     :func:`~rankkit.runtime.settings.inference_device`) or a ``torch.device`` already chosen (a
     torchrun process's own); ``settings``: inference-time settings (``rankkit rerank``'s model
     options) applied before the encoders are exported; ``task``: ``rerank`` or ``encode`` (a corpus or
-    queries for dense retrieval), which ``auto`` chooses for (:mod:`rankkit.runtime.auto`).
+    queries for dense retrieval), which ``auto`` chooses for (:mod:`rankkit.runtime.auto`); ``sample``: a few of
+    the run's own inputs (:class:`rankkit.runtime.auto.InputSample`) on which ``auto``'s lossy choice must keep
+    torch fp32's rankings.
     """
     from rankkit.models.checkpoint import load_for_inference as load_model
 
@@ -68,7 +70,7 @@ def load_for_inference(name: str, checkpoint: str | os.PathLike[str] | None, run
     else:  # --backend/--precision/--quantize auto: chosen for this CPU and model, logged (rankkit.runtime.auto)
         from rankkit.runtime.auto import choose
 
-        runtime, exports = choose(model, runtime, chosen, checkpoint, task)
+        runtime, exports = choose(model, runtime, chosen, checkpoint, task, sample)
     # The weights in the precision they run in (bf16 encoders on CUDA), once the runtime is settled.
     numerics = apply_numerics(model, runtime.backend, runtime.precision, chosen)
     return LoadedModel(model, runtime, chosen, tuple(exports), numerics)

@@ -248,3 +248,81 @@ def test_train_records_the_precision_that_ran(cli: Any, backbone: Path, tmp_path
     assert "fp32 (--precision auto: " in result.stderr
     meta = json.loads((tmp_path / "ck" / "rankkit.json").read_text(encoding="utf-8"))
     assert meta["training"]["precision"] == "fp32"
+
+
+# -- the self-check on the user's own input (issue 41) ----------------------------------------------------------
+def test_the_sample_is_the_first_queries_and_candidates() -> None:
+    lists = [[f"q{i} text {j}" for j in range(30)] for i in range(5)]
+    sample = auto.InputSample.of_lists([f"query {i}" for i in range(5)], [lists[0], ["alone"], *lists[2:]])
+    assert sample.queries == ("query 0", "query 2", "query 3")  # a one-candidate list tells nothing about order
+    assert [len(c) for c in sample.candidates] == [auto.SAMPLE_DEPTH] * 3 and bool(sample)
+    assert not auto.InputSample() and len(auto.InputSample.of_texts(["t"] * 100).texts) == auto.SAMPLE_TEXTS
+
+
+def test_rank_agreement_measures() -> None:
+    assert auto.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert auto.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert auto.kendall_tau([1, 1, 1], [1, 1, 1]) == 1.0
+    assert auto.top_agreement(list(range(20)), list(range(20))) == 1.0
+    assert auto.top_agreement(list(range(20)), list(range(20))[::-1]) == 0.0
+
+
+def sampled_load(model: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from rankkit.models import checkpoint
+
+    monkeypatch.setattr(checkpoint, "load_for_inference", lambda name, ck: model)
+    sample = auto.InputSample.of_lists(QUERIES, CANDIDATES)
+    return load_for_inference(model.name, None, Runtime("auto", "auto", None, "auto"), "cpu", sample=sample)
+
+
+def test_auto_falls_back_when_its_choice_disagrees_on_the_users_input(backbone: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A lossy row that passes the bundled-text check but reorders the run's own first lists is not taken; the log
+    names the numbers; the lossless row runs. The outcome is remembered for inputs of the same lengths."""
+    on_cpu(monkeypatch, AVX2)
+    for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE"):
+        monkeypatch.setattr(auto, name, -1.0)
+    monkeypatch.setattr(auto, "MIN_SAMPLE_TAU", 1.01)  # no int8 ranking can agree this well
+    torch.manual_seed(0)
+    model = build_model(get_model_class("mono"), backbone).eval()
+    assert sampled_load(model, monkeypatch).runtime == Runtime("openvino", "none", None, "fp32")
+    err = capsys.readouterr().err
+    assert "not onnx int8 (on this input's first 3 queries (18 pairs): Kendall's tau to torch fp32 min" in err
+    assert not isinstance(model.pairs.encoder, OrtEncoder) or "fp32" in model.pairs.encoder.label
+    torch.manual_seed(0)  # the same weights: the same export, whose remembered failure is reused
+    again = build_model(get_model_class("mono"), backbone).eval()
+    monkeypatch.setattr(auto, "sample_check", lambda *a: pytest.fail("the remembered outcome is not reused"))
+    assert sampled_load(again, monkeypatch).runtime == Runtime("openvino", "none", None, "fp32")
+    assert "not onnx int8 (on this input's first 3 queries" in capsys.readouterr().err
+
+
+def test_auto_keeps_a_choice_that_agrees_on_the_users_input(backbone: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    on_cpu(monkeypatch, AVX2)
+    for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE", "MIN_SAMPLE_TAU", "MIN_SAMPLE_TOP10"):
+        monkeypatch.setattr(auto, name, -1.0)
+    torch.manual_seed(0)
+    model = build_model(get_model_class("mono"), backbone).eval()
+    assert sampled_load(model, monkeypatch).runtime == Runtime("onnx", "int8", None, "fp32")
+    assert "on this input's first 3 queries (18 pairs)" in capsys.readouterr().err
+    torch.manual_seed(0)
+    again = build_model(get_model_class("mono"), backbone).eval()
+    sampled_load(again, monkeypatch)
+    assert "(checked before)" in capsys.readouterr().err
+
+
+def test_rerank_checks_auto_on_the_runs_own_pairs(cli: Any, backbone: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    on_cpu(monkeypatch, AVX2)
+    for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE", "MIN_SAMPLE_TAU", "MIN_SAMPLE_TOP10"):
+        monkeypatch.setattr(auto, name, -1.0)
+    checkpoint = save_model(build_model(get_model_class("mono"), backbone), tmp_path / "mono", {})
+    corpus, topics = write_corpus(tmp_path / "corpus.jsonl"), write_topics(tmp_path / "topics.tsv")
+    write_run(tmp_path / "first.run", {f"t{i}": {d: float(k) for k, d in enumerate(sorted(documents()))}
+                                       for i in range(4)}, "first")
+    args = ["rerank", "--model", "mono", "--checkpoint", checkpoint, "--run", tmp_path / "first.run", "--topics",
+            topics, "--corpus", corpus, "--device", "cpu"]
+    result = cli(*args, "-o", tmp_path / "auto.run")
+    assert result.code == 0 and "on this input's first 3 queries (60 pairs)" in result.stderr, result.stderr
+    explicit = cli(*args, "-o", tmp_path / "int8.run", "--backend", "onnx", "--quantize", "int8")
+    assert explicit.code == 0 and "this input's" not in explicit.stderr  # the user's own choice is not second-guessed
