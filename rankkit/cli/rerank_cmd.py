@@ -88,11 +88,16 @@ def rerank_command(
     dist = init_distributed(device_for(device, runtime))
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
+
+    def sample() -> object:
+        """This run's own first pairs, read only if auto makes a lossy choice (issue 41)."""
+        with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
+            return run_sample(run, queries, store, depth)
+
+    # auto's lossy choice is checked on the run's own first pairs; the user's explicit one is not.
+    session = InferenceSession.of(load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides,
+                                                     sample=None if runtime.resolved else sample),
+                                  batch_size=batch_size, max_tokens=max_tokens)
     with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
-        # auto's lossy choice is checked on this run's own first pairs (issue 41); the user's explicit one is not.
-        sample = run_sample(run, queries, store, depth) if not runtime.resolved else None
-        session = InferenceSession.of(load_for_inference(model, checkpoint, runtime, dist.device, settings=overrides,
-                                                         sample=sample),
-                                      batch_size=batch_size, max_tokens=max_tokens)
         rerank_run(session, run, queries, store, output, depth=depth, max_length=max_length, tag=runtag, dist=dist)
     dist.close()

@@ -24,7 +24,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -37,6 +37,7 @@ from rankkit.files import atomic_write
 from rankkit.models.base import BiEncoder, RankingModel
 from rankkit.models.encoder_slots import EncoderSlot
 from rankkit.runtime.adapter import OrtEncoder
+from rankkit.runtime.cache import file_sha256
 from rankkit.runtime.export import reference_output
 from rankkit.runtime.registry import backend_names, get_backend
 from rankkit.runtime.settings import AUTO, Runtime
@@ -416,9 +417,12 @@ def checked(path: Path, runtime: Runtime, tokenizer: Any, check: Any, what: str 
     import hashlib
     import json
 
+    from rankkit.runtime.openvino_backend import CHECK_FILE
+
     stat = path.stat()
     key = hashlib.sha256(json.dumps([path.name, stat.st_size, stat.st_mtime_ns, runtime.backend, runtime.quantize,
-                                     runtime.precision, describe_cpu(), QUALITY_INPUTS, MIN_COSINE_MEAN, MIN_COSINE,
+                                     runtime.precision, describe_cpu(), QUALITY_INPUTS, file_sha256(CHECK_FILE),
+                                     MIN_COSINE_MEAN, MIN_COSINE,
                                      MIN_CORRELATION, type(tokenizer).__name__, getattr(tokenizer, "vocab_size", None)]
                                     + ([] if what == "quality" else [what, MIN_SAMPLE_TAU, MIN_SAMPLE_TOP10]
                                        )).encode()).hexdigest()[:16]
@@ -490,11 +494,12 @@ def try_runtime(model: RankingModel, runtime: Runtime, checkpoint: str | os.Path
 
 
 def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoint: str | os.PathLike[str] | None,
-           task: str = "rerank", sample: InputSample | None = None) -> tuple[Runtime, list[Path]]:
+           task: str = "rerank", sample: InputSample | Callable[[], InputSample | None] | None = None
+           ) -> tuple[Runtime, list[Path]]:
     """Resolve ``runtime``'s ``auto`` parts for ``model`` doing ``task`` on ``device`` and put the model on
     the choice (logged). With a ``sample`` of the run's own inputs, a lossy choice must also keep torch fp32's
     rankings on it (:func:`sample_check`, remembered per export, CPU and the sample's lengths), or the next row
-    runs."""
+    runs; a callable ``sample`` is read only when a lossy row needs it."""
     asked = "--backend auto" if runtime.backend == AUTO else f"--backend {runtime.backend}"
     options = candidates(runtime, model, device, task)
     if not options:
@@ -509,7 +514,9 @@ def choose(model: RankingModel, runtime: Runtime, device: torch.device, checkpoi
         torch_modules = [(slot, slot.module) for slot in _slots(model)]
         try:
             exports, measures = try_runtime(model, candidate, checkpoint, lossy)
-            if lossy and sample and exports and runtime.backend == AUTO:
+            if lossy and exports and runtime.backend == AUTO and callable(sample):
+                sample = sample()
+            if lossy and isinstance(sample, InputSample) and sample and exports and runtime.backend == AUTO:
                 from rankkit.runtime.openvino_backend import model_tokenizer
 
                 tokenizer = model_tokenizer(model)

@@ -105,12 +105,24 @@ def calibration_texts() -> list[tuple[str, ...]]:
     return rows
 
 
-def calibration_feeds(slot: EncoderSlot, tokenizer: Any, max_length: int = 256) -> list[dict[str, np.ndarray]]:
-    """One unpadded example per calibration input, tokenized by the model's tokenizer (single texts
-    and query-passage pairs alike: one encoder may see either), in the graph's input names."""
+#: The long-passage, out-of-domain half of auto's quality check (issue 41; never used to calibrate int8).
+CHECK_FILE = Path(__file__).with_name("calibration") / "long-passages.tsv"
+
+
+def check_texts() -> list[tuple[str, ...]]:
+    """The check set's inputs: ``(passage,)`` and ``(question, passage)`` tuples from SQuAD, PubMedQA and MedQuAD,
+    up to ~500 words (calibration/PROVENANCE.txt)."""
+    return [tuple(line.split("\t")[1:]) for line in CHECK_FILE.read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+
+
+def calibration_feeds(slot: EncoderSlot, tokenizer: Any, max_length: int = 256,
+                      rows: list[tuple[str, ...]] | None = None) -> list[dict[str, np.ndarray]]:
+    """One unpadded example per calibration input (or per tuple of ``rows``), tokenized by the model's tokenizer
+    (single texts and query-passage pairs alike: one encoder may see either), in the graph's input names."""
     samples = []
     length = min(max_length, slot.max_length)
-    for texts in calibration_texts():
+    for texts in rows if rows is not None else calibration_texts():
         encoded = tokenizer(*texts, truncation=True, max_length=length)
         feeds = {"input_ids": torch.tensor([encoded["input_ids"]])}
         feeds["attention_mask"] = torch.ones_like(feeds["input_ids"])

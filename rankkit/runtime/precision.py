@@ -178,16 +178,20 @@ def agreement(slot: EncoderSlot, feeds: list[dict[str, torch.Tensor]], reference
 
 
 def check_feeds(slot: EncoderSlot, tokenizer: Any, count: int) -> tuple[list[dict[str, torch.Tensor]], str]:
-    """``count`` bundled DL20 texts (queries, passages, pairs) as the slot's inputs, one text a feed."""
+    """``count`` bundled DL20 texts (queries, passages, pairs) and the long-passage check set (SQuAD, PubMedQA,
+    MedQuAD passages and pairs up to the model's length, at most 512 tokens: issue 41) as the slot's inputs, one
+    text a feed."""
     from rankkit.runtime.export import PROBE_LENGTHS, probe_batch
-    from rankkit.runtime.openvino_backend import calibration_feeds
+    from rankkit.runtime.openvino_backend import calibration_feeds, check_texts
 
     if tokenizer is None:
         return [probe_batch(slot, lengths) for lengths in PROBE_LENGTHS], "the probe batches (no tokenizer)"
     samples = calibration_feeds(slot, tokenizer)
     step = max(1, len(samples) // count)
     feeds = [{k: torch.from_numpy(v) for k, v in s.items()} for s in samples[::step][:count]]
-    return feeds, f"{len(feeds)} bundled DL20 texts"
+    long = calibration_feeds(slot, tokenizer, max_length=512, rows=check_texts())
+    feeds += [{k: torch.from_numpy(v) for k, v in s.items()} for s in long]
+    return feeds, f"{len(feeds) - len(long)} bundled DL20 texts and {len(long)} long out-of-domain ones"
 
 
 def half_check(model: RankingModel, precision: str, device: torch.device, tokenizer: Any, count: int) -> str:

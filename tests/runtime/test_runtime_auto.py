@@ -145,7 +145,7 @@ def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: py
     loaded = load_for_inference_of(model, monkeypatch)
     assert loaded.runtime == Runtime("onnx", "int8", None, "fp32")
     err = capsys.readouterr().err
-    assert "checked here: pooled cosine to torch fp32" in err and "48 bundled DL20 texts" in err
+    assert "checked here: pooled cosine to torch fp32" in err and "48 bundled DL20 texts and 48 long out-of-domain ones" in err
     # The next command on the same export reuses the check (remembered beside the export).
     checks = list(cache.rglob("*.checks.json"))
     assert len(checks) == 1
