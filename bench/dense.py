@@ -13,13 +13,13 @@ the output folder for a clean measurement. Runs are evaluated with
 ``OUTPUT/dense.json`` and a markdown summary ``OUTPUT/dense.md``.
 
 Steps:
-  quora       BM25, zero-shot RepBERT (packaged all-MiniLM-L6-v2), RepBERT fine-tuned and DenseTrans
+  quora       BM25, all-MiniLM-L6-v2 zero-shot (--model repbert), RepBERT fine-tuned and DenseTrans
               (and its three Table 3 ablations) trained on the dev split's BM25-mined groups, on the Quora task of
               rankkit.datasets.quora (examples/quora/prepare.py)
               (R@100, RR@100, AP@100, nDCG@10; DenseTrans Table 2).
   throughput  rankkit's dense encoding vs SentenceTransformer.encode, same weights, same 2,000
               DL pool passages, same process, alternating, best of --repeats.
-  dl          zero-shot RepBERT over the DL19+DL20 pooled corpus (24,884 passages) vs BM25 on
+  dl          all-MiniLM-L6-v2 zero-shot over the DL19+DL20 pooled corpus (24,884 passages) vs BM25 on
               the same pool; also the peak-RSS comparison: the pool's first 10% vs all of it.
   fuse        BM25 + RepBERT and RepBERT + BM25 with ``rankkit fuse --method alternate``.
   memory      peak RSS of ``rankkit index --kind dense`` on 25k vs 250k documents (see :func:`memory`).

@@ -22,7 +22,7 @@ Stages (``--stages``, default all):
   peak RSS) on 2,000 / 12,000 / 60,000 groups of 8 passages (JSONL with texts, ids-only groups over
   the 1M collection) and 8,000 / 40,000 / 240,000 triples (text triples, qidpidtriples);
 * ``runs``: ``eval`` (4 measures), ``fuse`` (RRF of two runs) and ``validate`` of 1M / 3M / 7M-line runs;
-* ``dense-encode``: ``rankkit index --kind dense`` with the packaged MiniLM (zero-shot RepBERT, 256
+* ``dense-encode``: ``rankkit index --kind dense`` with the packaged all-MiniLM-L6-v2 (zero-shot, --model repbert; 256
   tokens) of 500 / 1,000 / 2,000 passages (the encoding rate);
 * ``faiss``: ``IndexFlatIP`` and rankkit's ``IndexIVFPQ`` (16 x 8 bits, nlist 1000 here, nprobe 10) over
   100k / 300k / 1M random 384-d unit vectors: build, and search of 1,000 queries x k 1000;

@@ -6,7 +6,7 @@
 # What it does, each step printed before it runs; a step whose outputs exist is skipped unless --force:
 #   1. BM25 with Anserini: index the DL19 passage pool (test) and the DL20 pool (training), retrieve the
 #      top 100 for the DL19 and DL20 queries;
-#   2. dense retrieval: index the DL19 pool with zero-shot RepBERT (the packaged all-MiniLM-L6-v2) and
+#   2. dense retrieval: index the DL19 pool with the packaged all-MiniLM-L6-v2 (zero-shot, --model repbert) and
 #      retrieve the top 100 (encoding on OpenVINO, see below);
 #   3. fuse BM25 and RepBERT with RepBERT's alternating merge (Eq. 6);
 #   4. mine DL20 training groups (judged positives + BM25 hard negatives) and train MatRank on them
@@ -72,7 +72,7 @@ step "BM25 top-100 for the DL19 queries" "$out/bm25.dl19-pool.run" -- \
 step "BM25 top-100 for the DL20 queries" "$out/bm25.dl20-pool.run" -- \
   rankkit retrieve --model bm25 --index "$out/index.dl20-pool" --topics "$dl20/topics.dl20-judged.tsv" \
     --k 100 --runtag bm25-pool --output "$out/bm25.dl20-pool.run"
-step "dense index of the DL19 pool (zero-shot RepBERT = packaged all-MiniLM-L6-v2)" \
+step "dense index of the DL19 pool (all-MiniLM-L6-v2 zero-shot, --model repbert)" \
   "$out/dense.dl19-pool/rankkit-index.json" -- \
   rankkit index --kind dense --model repbert --corpus "$data/passages.dl19-pool.tsv.gz" \
     --index "$out/dense.dl19-pool" --force "${backend[@]}"

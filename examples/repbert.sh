@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RepBERT (paper 001) at CPU scale: zero-shot RepBERT (packaged all-MiniLM-L6-v2) vs BM25 on the
+# RepBERT (paper 001) at CPU scale: the packaged all-MiniLM-L6-v2 zero-shot (--model repbert) vs BM25 on the
 # TREC DL19/DL20 pooled corpus and on Quora question retrieval, RepBERT fine-tuned on the Quora dev
 # split, and RepBERT's alternating merge with BM25 in both orders (Tables 3-4), through bench/dense.py.
 #

@@ -72,7 +72,7 @@ DENSE_MODEL_PANEL = "Dense: model settings (recorded in the index; its searches 
 
 @register_index_kind(
     "dense",
-    "faiss index of bi-encoder vectors (--model repbert|densetrans, --checkpoint; zero-shot repbert without)",
+    "faiss index of bi-encoder vectors (--model repbert|densetrans, --checkpoint; without one, --model repbert is the packaged all-MiniLM-L6-v2 zero-shot)",
     options=DENSE_OPTIONS,
 )
 def _build_dense(request: IndexRequest) -> None:
