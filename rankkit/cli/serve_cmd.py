@@ -36,7 +36,7 @@ def serve_command(
     max_queue: int = typer.Option(64, "--max-queue", rich_help_panel=LIMITS, help="Requests admitted at once (waiting or being scored); one more is answered 429 with Retry-After.", callback=int_range(1, 1_000_000)),
     max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", rich_help_panel=LIMITS, help="Milliseconds a request waits for others to join its batch (0: none).", callback=float_range(0, 10_000)),
     batch_tokens: int = typer.Option(32_768, "--batch-tokens", rich_help_panel=LIMITS, help="Estimated tokens a dynamic batch gathers from concurrent requests (at least one request).", callback=int_range(1, MAX_COUNT)),
-    request_timeout: float = typer.Option(60.0, "--request-timeout", rich_help_panel=LIMITS, help="Seconds a request may take from admission to answer; later is 503 (a request still queued leaves the queue).", callback=float_range(0, 86_400, min_open=True)),
+    request_timeout: float = typer.Option(300.0, "--request-timeout", rich_help_panel=LIMITS, help="Seconds a request may take from admission to answer; later is 503 (a request still queued leaves the queue).", callback=float_range(0, 86_400, min_open=True)),
     max_connections: int = typer.Option(1_024, "--max-connections", rich_help_panel=LIMITS, help="Open connections at most (beyond them and the queue, 503).", callback=int_range(1, 1_000_000)),
     access_log: bool = typer.Option(False, "--access-log", help="Log one line per request."),
     backend: str = backend_option(),

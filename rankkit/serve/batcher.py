@@ -18,6 +18,8 @@ every job already queued before it returns (the drain on SIGTERM).
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
 import math
 import threading
 import time
@@ -33,6 +35,26 @@ from rankkit.serve.metrics import Metrics
 
 #: Bytes of text per token when estimating a batch's tokens (English WordPiece: about 4.5).
 BYTES_PER_TOKEN = 4
+
+
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``: the heap's free pages back to the system (None elsewhere). Batches of changing
+    shapes leave torch's freed buffers in glibc's heaps (its mmap threshold grows past them), so a server's
+    resident memory would creep up with every new shape (measured: 463 -> 748 MB over 32 DL19 requests of 30
+    passages at concurrency 4, a MiniLM mono; trimmed when the worker goes idle, 462 -> 510 MB and flat)."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0)
+
+
+TRIM = _malloc_trim()
+#: Under continuous load (the queue never empty) the heap is trimmed this often, in seconds.
+TRIM_SECONDS = 10.0
 
 
 @dataclass(eq=False)
@@ -77,6 +99,7 @@ class Batcher:
         self.running_texts = 0
         #: A failure of the worker itself (not of a batch): the service is unhealthy.
         self.crashed: str | None = None
+        self._trimmed = time.monotonic()
 
     # -- the caller's side ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -133,6 +156,10 @@ class Batcher:
                     return
                 if batch:
                     self._execute(batch)
+                    now = time.monotonic()
+                    if TRIM is not None and (not self._queue or now - self._trimmed > TRIM_SECONDS):
+                        TRIM()  # idle, or busy for a while: hand freed memory back
+                        self._trimmed = now
         except BaseException as err:  # noqa: BLE001 - the worker must not die silently
             self.crashed = f"{type(err).__name__}: {err}"
             with self._cond:

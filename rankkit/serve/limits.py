@@ -44,8 +44,9 @@ class Limits:
     max_wait_ms: float = 5.0
     #: Estimated tokens a dynamic batch gathers from concurrent requests (at least one request a batch).
     batch_tokens: int = 32_768
-    #: Seconds a request may take from admission to its answer.
-    request_timeout: float = 60.0
+    #: Seconds a request may take from admission to its answer (a full queue of CPU re-rankings takes minutes:
+    #: the queue's limit, not the timeout, is what pushes back first).
+    request_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         for name in ("max_texts", "max_text_chars", "max_body_bytes", "max_queue", "batch_tokens"):

@@ -49,7 +49,6 @@ class Truncation:
         self._specials = 0  # special tokens the text budget includes (RepBERT's [CLS] and [SEP])
         self._prefix = ""
         self._query_prefix = ""
-        self._query_specials = 0
         self.tokenizer: Any = None
         self._plan()
 
@@ -92,7 +91,7 @@ class Truncation:
             self.rule = "bi pairs: [CLS] t [SEP] within max_doc_length"
         elif isinstance(self.model, BiEncoder) and model.name == "repbert":
             self.tokenizer = model.tokenizer
-            self._specials = self._query_specials = 2
+            self._specials = 2
             self._prefix = model.config.doc_prefix or ""
             self._query_prefix = model.config.query_prefix or ""
             doc, query = int(model.max_doc_length), int(model.max_query_length)
@@ -120,9 +119,16 @@ class Truncation:
 
     def _over(self, text: str, budget: int) -> bool:
         """Whether ``text`` has more than ``budget`` tokens (no special tokens)."""
-        if len(text.encode("utf-8")) + EXTRA_TOKENS <= budget:
-            return False  # cannot exceed: at most one token a byte, plus one
-        return len(tokenize(self.tokenizer, [text], budget + 1, add_special_tokens=False)[0]) > budget
+        return bool(self._overs([text], budget))
+
+    def _overs(self, texts: Sequence[str], budget: int) -> list[int]:
+        """Indices of ``texts`` with more than ``budget`` tokens: the short ones by their bytes alone, the others
+        tokenised together (one call), each up to ``budget + 1`` tokens."""
+        maybe = [i for i, text in enumerate(texts) if len(text.encode("utf-8")) + EXTRA_TOKENS > budget]
+        if not maybe:
+            return []  # none can exceed: at most one token a byte, plus one
+        counts = tokenize(self.tokenizer, [texts[i] for i in maybe], max(budget, 0) + 1, add_special_tokens=False)
+        return [i for i, ids in zip(maybe, counts) if len(ids) > budget]
 
     # -- per request ----------------------------------------------------------------------------------------
     @property
@@ -136,15 +142,14 @@ class Truncation:
         if self._document:
             return [i for i, text in enumerate(texts) if self._document_cut(text)]
         if is_query:
-            limit = self.query_tokens
-            prefix = self._query_prefix
-            return [i for i, t in enumerate(texts) if limit is not None and self._over(prefix + t, limit)]
+            if self.query_tokens is None:
+                return None
+            return self._overs([self._query_prefix + t for t in texts], self.query_tokens)
         assert self._text_budget is not None
         budget = self._text_budget(query or "", len(texts))
         if budget is None:
             return None
-        budget -= self._specials
-        return [i for i, t in enumerate(texts) if self._over(self._prefix + t, budget)]
+        return self._overs([self._prefix + t for t in texts] if self._prefix else texts, budget - self._specials)
 
     def query(self, query: str) -> bool:
         """Whether the model cuts the query (to ``max_query_length`` tokens)."""
