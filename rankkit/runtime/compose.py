@@ -82,8 +82,8 @@ def use_runtime(model: nn.Module, runtime: Runtime, *, checkpoint: str | os.Path
     set, and on a backend other than torch its encoders swapped for checked sessions of the (built or
     reused) export. Returns the export files in use.
 
-    ``checkpoint`` is where the weights came from (exports are kept beside a writable rankkit
-    checkpoint). A model without an exportable encoder refuses a swapping backend in one line.
+    ``checkpoint`` is where the weights came from (exports live in the cache folder, keyed by the weights'
+    content, never in the checkpoint). A model without an exportable encoder refuses a swapping backend in one line.
     """
     if device is not None:
         runtime.check(device)

@@ -125,9 +125,10 @@ class InferenceSession:
         except (MemoryError, RuntimeError) as err:
             if not is_out_of_memory(err):
                 raise
-            budget = f", --max-tokens {self.batching.tokens}" if self.batching.tokens else ""
-            raise EnvironmentFailure(f"out of memory scoring on {self.device} (--batch-size {self.batching.rows}"
-                                     f"{budget}); lower them") from None
+            rows = self.batching.rows
+            budget = f" or --max-tokens (now {self.batching.tokens})" if self.batching.tokens else ""
+            raise EnvironmentFailure(f"out of memory scoring {rows} pairs at a time on {self.device}; lower --batch-size "
+                                     f"(now {rows}){budget}") from None
         finally:
             self.seconds += time.perf_counter() - started
 

@@ -20,18 +20,33 @@ them (``TOKENIZERS_PARALLELISM=false``), as Hugging Face advises for forked proc
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rankkit.errors import RankkitError
+from rankkit.errors import EnvironmentFailure, RankkitError
 from rankkit.models import RankingModel
 from rankkit.models.inputs import GroupBatch
 from rankkit.training.sampling import MicroBatches
 
 #: Steps each worker prepares ahead (DataLoader's ``prefetch_factor``).
 PREFETCH = 2
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """A rankkit error raised in a worker process, carried back as data (its exceptions do not pickle) and raised
+    again in the training process as the one line it is."""
+
+    message: str
+    exit_code: int
+
+    def raise_again(self) -> None:
+        if self.exit_code == 1:
+            raise EnvironmentFailure(self.message)
+        raise RankkitError(self.message)
 
 
 class StepBatches(Dataset[list[GroupBatch]]):
@@ -46,6 +61,23 @@ class StepBatches(Dataset[list[GroupBatch]]):
 
     def __getitem__(self, step: int) -> list[GroupBatch]:
         return [self.model.prepare(batch) for batch in self.batches.at_step(step)]
+
+
+class WorkerSteps(StepBatches):
+    """:class:`StepBatches` in a worker process: a rankkit error becomes a :class:`WorkerFailure` item."""
+
+    def __getitem__(self, step: int) -> list[GroupBatch]:
+        try:
+            return super().__getitem__(step)
+        except RankkitError as err:
+            return WorkerFailure(str(err), err.exit_code)  # type: ignore[return-value]
+
+
+def _checked(loader: Iterable[list[GroupBatch]]) -> Iterator[list[GroupBatch]]:
+    for item in loader:
+        if isinstance(item, WorkerFailure):
+            item.raise_again()
+        yield item
 
 
 def _as_is(item: list[GroupBatch]) -> list[GroupBatch]:
@@ -106,9 +138,10 @@ def step_batches(batches: MicroBatches, model: RankingModel, start: int, stop: i
             return pipelined(steps, dataset.__getitem__, PREFETCH)
         return (dataset[t] for t in steps)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # before the fork: no tokenizer threads in workers
+    dataset = WorkerSteps(batches, model)
     loader = DataLoader(dataset, batch_size=None, sampler=steps, num_workers=workers, collate_fn=_as_is,
                         prefetch_factor=PREFETCH, worker_init_fn=_quiet_tokenizers, persistent_workers=False,
                         # Its own generator: the loader draws its workers' base seed from it, and
                         # drawing from torch's global RNG would shift the training's dropout masks.
                         generator=torch.Generator().manual_seed(batches.seed))
-    return iter(loader)
+    return _checked(loader)

@@ -127,3 +127,30 @@ def test_workers_auto_is_recorded(data: dict[str, Path], tmp_path: Path, cli: An
     assert "0 batch workers (--workers auto: CPU training" in result.stderr
     bad = cli("train", "--model", "repbert", "--train", data["groups"], "--output", tmp_path / "bad", "--workers", "x")
     assert bad.code == 2 and bad.stderr.strip() == "rankkit: error: --workers must be auto or a number of processes, got 'x'"
+
+
+def test_a_workers_rankkit_error_is_one_line(data: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error a worker process meets (a training file changed under it, a missing passage) reaches the command
+    as the rankkit error it is (one line, its exit code), not as torch's wrapped RuntimeError and a traceback."""
+    from rankkit.errors import EnvironmentFailure, InputError
+
+    model = create_model("repbert", data["backbone"])
+    batches = MicroBatches(read_groups(data["groups"]), seed=3, batch_size=4, group_size=3, grad_accum=1, rank=0,
+                           world=1, teacher=None)
+    calls = {"n": 0}
+    prepare = model.prepare
+
+    def failing(batch: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise InputError(data["groups"], 7, "changed while training read it")
+        return prepare(batch)
+
+    monkeypatch.setattr(model, "prepare", failing)
+    with pytest.raises(RankkitError, match=r"groups.jsonl:7: changed while training read it") as caught:
+        list(step_batches(batches, model, 0, 6, workers=1))
+    assert type(caught.value) is RankkitError and caught.value.exit_code == 2
+    calls["n"] = 0
+    monkeypatch.setattr(model, "prepare", lambda batch: (_ for _ in ()).throw(EnvironmentFailure("disk gone")))
+    with pytest.raises(EnvironmentFailure, match="disk gone"):
+        list(step_batches(batches, model, 0, 2, workers=1))
