@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import torch
 import typer
 
 from rankkit.cli import app
@@ -153,6 +154,17 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
         return (text == "the index's own: bm25 for Lucene indexes, the encoder a dense index records"
                 and retrieve_cmd.model_of_index(folder) == "densetrans")
 
+    def session_batching(device: str) -> Any:
+        from rankkit.runtime.session import default_batching
+
+        return default_batching(torch.device(device))
+
+    def max_tokens_say(text: str) -> bool:
+        cuda, cpu = session_batching("cuda"), session_batching("cpu")
+        return (text == "32,768 on CUDA, where lengths are also rounded up to multiples of 8 and the next chunk is "
+                        "prepared on a thread; none on the CPU"
+                and (cuda.tokens, cuda.bucket, cuda.prefetch) == (32_768, 8, 1) and cpu.tokens is None)
+
     return {
         ("index", "--threads"): lambda text: text == "CPU cores" and default_threads() >= 1,
         ("index", "--faiss"): equal(dense_build["faiss_kind"]),
@@ -196,6 +208,13 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
         ("consistency", "--depth"): equal(", ".join(map(str, DEFAULT_DEPTHS))),
         ("plot-training", "--label"): equal("the folder names"),  # read_curves: label or the folder's name
         ("rerank", "--threads"): equal("torch's, the CPU cores"),
+        # The inference session's batches (rankkit/runtime/session.py): the constants and what a session makes.
+        ("rerank", "--batch-size"): lambda text: text == "32 on the CPU; on CUDA as many as --max-tokens allows"
+        and session_batching("cpu").rows == 32 and session_batching("cuda").rows >= 1024,
+        ("index", "--batch-size"): lambda text: text == "64 on the CPU; on CUDA as many as --max-tokens allows"
+        and dense_build["batch_size"] is None,
+        ("rerank", "--max-tokens"): max_tokens_say,
+        ("index", "--max-tokens"): max_tokens_say,
         ("explain", "--threads"): equal("torch's, the CPU cores"),
     }
 
