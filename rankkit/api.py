@@ -546,7 +546,7 @@ def train(model: str | None = None, train: PathLike | Sequence[PathLike] | None 
     folder holds the model, ``train.log``, ``metrics.csv`` and ``training.png``.
     """
     from rankkit.training import train as run_training
-    from rankkit.training.settings import API, api_settings, finish_config, merge_recipe, model_class, model_options
+    from rankkit.training.settings import API, api_settings, finish_config, merge_recipe, model_options, model_spec
 
     if model is not None:
         settings["model"] = model
@@ -560,7 +560,7 @@ def train(model: str | None = None, train: PathLike | Sequence[PathLike] | None 
         settings["queries"] = queries
     values, given, own = api_settings(settings)
     values, file_options, recipe = merge_recipe(values, given, None if config is None else Path(config))
-    cls = model_class(values)
+    cls = model_spec(values)
     options = {**model_options(cls, file_options, str(config)), **model_options(cls, own, API)}
     return run_training(finish_config(values, options, recipe), callbacks)
 

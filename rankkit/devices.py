@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-
-import torch
+from typing import TYPE_CHECKING
 
 from rankkit.errors import RankkitError
+
+# torch is imported where a device is picked: the command line checks --device and --precision without it.
+if TYPE_CHECKING:
+    import torch
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -15,6 +18,8 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     """``auto`` = the local rank's GPU when CUDA is available, else the CPU."""
     if name not in DEVICES:
         raise RankkitError(f"unknown device {name!r}; use auto, cpu or cuda")
+    import torch
+
     if name == "cuda" and not torch.cuda.is_available():
         raise RankkitError("--device cuda but no CUDA device is available")
     if name == "cpu" or not torch.cuda.is_available():
@@ -39,6 +44,8 @@ def resolve_precision(precision: str, device: torch.device, parameters: int | No
     if precision != "auto":
         return precision, "as given"
     if device.type == "cuda":
+        import torch
+
         if torch.cuda.is_bf16_supported():
             return "bf16", f"{torch.cuda.get_device_name(device)} has bf16"
         return "fp16", f"{torch.cuda.get_device_name(device)} has no bf16: fp16 with loss scaling"
@@ -53,9 +60,14 @@ def resolve_precision(precision: str, device: torch.device, parameters: int | No
 
 def check_precision(precision: str, device: torch.device) -> None:
     """Refuse a precision the device cannot run (one line, before any work starts)."""
+    check_precision_on(precision, device.type)
+
+
+def check_precision_on(precision: str, device_type: str) -> None:
+    """:func:`check_precision` for a device named by its type (``cpu``, ``cuda``): no torch needed."""
     if precision not in PRECISIONS:
         raise RankkitError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
-    if precision == "fp16" and device.type != "cuda":
+    if precision == "fp16" and device_type != "cuda":
         raise RankkitError("--precision fp16 needs a CUDA device (fp16 autocast is not supported on CPU); "
                            "use bf16 or fp32 on CPU")
 
@@ -68,5 +80,7 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     check_precision(precision, device)
     if precision == "fp32":
         return contextlib.nullcontext()
+    import torch
+
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)

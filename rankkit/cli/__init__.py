@@ -36,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover
     from click.exceptions import Abort  # type: ignore[assignment]
 
-from rankkit.cli.app import app
+from rankkit.cli.app import app, click_command
 from rankkit.errors import RankkitError, Terminated
 from rankkit.files.failures import ENVIRONMENT_ERRNOS
 
@@ -188,7 +188,7 @@ def main(args: list[str] | None = None) -> None:
             if setup_for(args):  # train/rerank: model options generated from the registry
                 return
             # standalone_mode=False: usage errors come back to us, to be printed as one line.
-            code = app(args=args, prog_name="rankkit", standalone_mode=False)
+            code = click_command().main(args=args, prog_name="rankkit", standalone_mode=False)
     except RankkitError as err:
         _fail(str(err), err.exit_code)
     except click_exceptions.NoArgsIsHelpError as err:

@@ -14,13 +14,18 @@ import typer
 
 from rankkit.errors import RankkitError
 
+#: ``-h`` as well as ``--help``, on every command.
+HELP_OPTIONS = ["-h", "--help"]
+
 app = typer.Typer(
     name="rankkit",
     help="Multi-stage neural text ranking: index, retrieve, mine, train, re-rank, fuse, evaluate.",
     no_args_is_help=True,
-    add_completion=False,
+    # typer's shell completion: `rankkit --install-completion` (bash, zsh, fish, PowerShell; README).
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
+    context_settings={"help_option_names": HELP_OPTIONS},
 )
 
 
@@ -125,4 +130,19 @@ def float_range(
     return check
 
 
-__all__ = ["app", "float_range", "int_range"]
+def click_command() -> Any:
+    """The click command the ``rankkit`` command runs: the typer application with rankkit's help conventions
+    (a flag shows no ``<bool>`` value type, as it takes no value)."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    for each in [command, *getattr(command, "commands", {}).values()]:
+        # The help option is made per command on first use and kept: make it now, to give it the same look.
+        context = each.context_class(each, help_option_names=HELP_OPTIONS)
+        for param in [*each.params, each.get_help_option(context)]:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+    return command
+
+
+__all__ = ["app", "click_command", "float_range", "int_range"]

@@ -233,9 +233,9 @@ def index_command(
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         if merge or kind != "dense" or model is None:
             raise RankkitError(f"{flags}: model settings of a dense index, given with --kind dense --model NAME")
-        from rankkit.models import get_model_class
+        from rankkit.models import get_spec
 
-        dense["settings"] = rerank_settings(get_model_class(model), model_options)
+        dense["settings"] = rerank_settings(get_spec(model), model_options)
     if more and not merge:
         raise RankkitError(f"unexpected argument {more[0]!r} (shard folders follow --merge)")
     if merge:
@@ -243,6 +243,8 @@ def index_command(
         return
     if corpus is None:
         raise RankkitError("--corpus is required (or --merge SHARD... to join dense shards)")
+    if kind == "dense" and model is not None:
+        _check_bi_encoder(model)
     # Before any work (a dense encoding can take hours): the index folder must be creatable.
     check_output_dir(index, "--index")
     chosen = INDEX_KINDS.get(kind)
@@ -252,6 +254,15 @@ def index_command(
     corpus = resolve_corpus(corpus)
     with _one_writer(index):
         chosen.run(IndexRequest(corpus, index, threads, force, options))
+
+
+def _check_bi_encoder(model: str) -> None:
+    """A dense index's ``--model`` is a registered bi-encoder (from the declarations: before torch is imported)."""
+    from rankkit.models import get_spec, specs
+
+    if get_spec(model).family != "bi-encoder":
+        known = ", ".join(name for name, spec in sorted(specs().items()) if spec.family == "bi-encoder")
+        raise RankkitError(f"model {model!r} is not a bi-encoder: dense indexes need one ({known})")
 
 
 def _one_writer(index: Path) -> Any:

@@ -6,6 +6,11 @@ override (``rerank_flag``). The command function's signature is rebuilt from the
 time the CLI runs (:func:`install`), so a model registered by a plug-in gets its options with no
 other change. Given options are checked against the chosen model: one it does not have is
 refused with that model's own option list.
+
+Everything here reads the models' declarations (:func:`rankkit.models.specs`), never their networks: the
+options, ``--help`` and a refused option cost no torch. A declaration whose options the command line
+cannot take (a flag another option of the command already has, or that another model declares with
+another type) is one warning naming the model (and its plug-in), and its options are left out.
 """
 
 from __future__ import annotations
@@ -14,17 +19,26 @@ import copy
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 import typer
 
-from typing import TYPE_CHECKING
-
 from rankkit.errors import RankkitError
 
-if TYPE_CHECKING:  # the model library (torch, transformers) is imported only when a model command runs
-    from rankkit.models import RankingModel
-    from rankkit.models.config import OptionSpec
+if TYPE_CHECKING:
+    from rankkit.models.config import ModelConfig, OptionSpec
+    from rankkit.models.declaration import ModelSpec
+
+
+class Declared(Protocol):
+    """What the option code reads of a model: a declaration, or a network class (the same attributes)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config_class(self) -> type[ModelConfig]: ...
 
 PANEL = "Model options (each applies to some models: rankkit train --model NAME --help)"
 RERANK_PANEL = "Model options (inference-time overrides)"
@@ -40,15 +54,17 @@ class CliOption:
     help: str
     setting: str  # the config field it sets
     value: Any = None  # for alias flags: the value it sets (None: the option's own value)
+    models: tuple[str, ...] = ()  # the models that declare it (named when it cannot be added)
 
 
-def _models() -> dict[str, type[RankingModel]]:
-    from rankkit.models import MODELS
+def _models() -> dict[str, ModelSpec]:
+    """Every declared model (plug-ins included; their declarations only, no networks)."""
+    from rankkit.models import specs
 
-    return MODELS
+    return specs()
 
 
-def _owners(setting: str, models: dict[str, type[RankingModel]]) -> list[str]:
+def _owners(setting: str, models: dict[str, ModelSpec]) -> list[str]:
     """The models with a ``rankkit train`` option for ``setting``."""
     return [name for name, cls in sorted(models.items())
             if any(s.name == setting and s.cli for s in cls.config_class.specs())]
@@ -61,30 +77,32 @@ def train_options() -> list[CliOption]:
     for name, cls in sorted(models.items()):
         for spec in cls.config_class.model_options():
             if spec.name not in seen:
-                owners = ", ".join(_owners(spec.name, models))
+                owners = _owners(spec.name, models)
                 kind = str if spec.words else spec.kind  # a word (e.g. none) is parsed by the spec's check
-                seen[spec.name] = CliOption(spec.name, kind, spec.flag, f"{owners}: {spec.help}", spec.name)
+                seen[spec.name] = CliOption(spec.name, kind, spec.flag, f"{', '.join(owners)}: {spec.help}", spec.name,
+                                            models=tuple(owners))
             for flag, value in spec.aliases.items():
                 param = flag.lstrip("-").replace("-", "_")
                 if param not in seen:
                     seen[param] = CliOption(param, bool, flag, f"{name}: same as {spec.flag} {value}", spec.name,
-                                            value)
+                                            value, models=(name,))
     return list(seen.values())
 
 
 def rerank_options(bi_encoders_only: bool = False) -> list[CliOption]:
     """Inference-time overrides declared by any model (``option(..., rerank_flag=...)``)."""
-    from rankkit.models import BiEncoder
-
     seen: dict[str, CliOption] = {}
     for _, cls in sorted(_models().items()):
-        if bi_encoders_only and not issubclass(cls, BiEncoder):
+        if bi_encoders_only and cls.family != "bi-encoder":
             continue
         for spec in cls.config_class.specs():
             if spec.rerank_flag and spec.rerank_flag not in seen:
                 param = spec.rerank_flag.lstrip("-").replace("-", "_")
                 kind = str if spec.words else spec.kind
-                seen[spec.rerank_flag] = CliOption(param, kind, spec.rerank_flag, _inference_help(spec.help), spec.name)
+                owners = tuple(n for n, m in sorted(_models().items())
+                               if any(s.rerank_flag == spec.rerank_flag for s in m.config_class.specs()))
+                seen[spec.rerank_flag] = CliOption(param, kind, spec.rerank_flag, _inference_help(spec.help), spec.name,
+                                                   models=owners)
     return list(seen.values())
 
 
@@ -138,10 +156,15 @@ def install(command: Callable[..., Any], options: list[CliOption], panel: str) -
              if p.kind != inspect.Parameter.VAR_KEYWORD]
     annotations = {p.name: p.annotation for p in fixed}
     taken = set(annotations)
+    flags = {flag for p in fixed for flag in _flags_of(p)}
     params = list(fixed)
     for opt in options:
-        if opt.param in taken:
-            raise TypeError(f"model option {opt.decls} clashes with a command option")
+        mine = {flag for part in opt.decls.split("/") for flag in part.split()}
+        if opt.param in taken or mine & flags:
+            _left_out(opt)
+            continue
+        taken.add(opt.param)
+        flags |= mine
         annotation = Optional[bool] if opt.kind is bool and opt.value is None else (bool if opt.kind is bool
                                                                                   else Optional[opt.kind])
         default = False if opt.value is not None else None
@@ -153,7 +176,25 @@ def install(command: Callable[..., Any], options: list[CliOption], panel: str) -
     command.__annotations__ = {**annotations, "return": None}
 
 
-def model_settings(cls: type[RankingModel], given: dict[str, Any], options: list[CliOption]) -> dict[str, Any]:
+def _flags_of(param: inspect.Parameter) -> set[str]:
+    """The flags of a command's own parameter (``--output``, ``-o``, ``--model``, ...)."""
+    info = param.default
+    decls = [d for d in (getattr(info, "param_decls", None) or ()) if isinstance(d, str)]
+    return {flag for decl in decls for part in decl.split("/") for flag in part.split()} | {
+        "--" + param.name.replace("_", "-")}
+
+
+def _left_out(opt: CliOption) -> None:
+    """A model option the command line cannot take (its flag is the command's own): one warning naming the
+    models that declare it and the plug-ins that provide them; those models keep their other options."""
+    from rankkit.console import warn
+    from rankkit.models import PROVIDERS
+
+    who = ", ".join(f"{m} (plug-in {PROVIDERS[m]})" if m in PROVIDERS else m for m in opt.models) or "a model"
+    warn(f"model option {opt.decls.split('/')[0]} of {who} is the command's own option: left out")
+
+
+def model_settings(cls: Declared, given: dict[str, Any], options: list[CliOption]) -> dict[str, Any]:
     """The chosen model's settings from the generated options that were given (others refused)."""
     by_param = {o.param: o for o in options}
     own = {s.name: s for s in cls.config_class.model_options()}
@@ -176,7 +217,22 @@ def model_settings(cls: type[RankingModel], given: dict[str, Any], options: list
     return settings
 
 
-def rerank_settings(cls: type[RankingModel], given: dict[str, Any]) -> dict[str, Any]:
+def declaration_of(name: str, checkpoint: str | Path | None = None) -> ModelSpec:
+    """Model ``name``'s declaration (no torch). When it is unknown and ``checkpoint`` is a local rankkit
+    checkpoint of a plug-in model, the error names the package that provides it."""
+    from rankkit.models import get_spec
+
+    try:
+        return get_spec(name)
+    except RankkitError:
+        if checkpoint is not None:
+            from rankkit.models.checkpoint import model_class
+
+            model_class(name, checkpoint)  # raises the error naming the plug-in package the checkpoint recorded
+        raise
+
+
+def rerank_settings(cls: Declared, given: dict[str, Any]) -> dict[str, Any]:
     """The chosen model's inference-time overrides from the generated rerank options that were given."""
     specs = {s.rerank_flag: s for s in cls.config_class.specs() if s.rerank_flag}
     out: dict[str, Any] = {}
@@ -217,11 +273,10 @@ def describe_losses(command: Callable[..., Any]) -> None:
 
 def print_model_help(name: str) -> None:
     """``rankkit train --model NAME --help``: the model's own options, defaults and sources (plain text)."""
-    from rankkit.models import get_model_class
+    from rankkit.models import get_spec
 
-    cls = get_model_class(name)
-    doc = (cls.__doc__ or "").strip().splitlines()
-    lines = [f"rankkit train --model {name}: {doc[0] if doc else name}", "", f"{name}'s own options:"]
+    cls = get_spec(name)
+    lines = [f"rankkit train --model {name}: {cls.summary or name}", "", f"{name}'s own options:"]
     for spec in cls.config_class.model_options():
         lines.append(f"  {spec.flag} {_type_name(spec)}  [default: {spec.describe_default()}]")
         lines.append(f"      {spec.help}" + (f" ({spec.paper})" if spec.paper else ""))

@@ -27,18 +27,18 @@ def models_command(
 ) -> None:
     """List every model there is to train and use (the registry, plug-ins included), or one model's options."""
     from rankkit.cli.model_options import print_model_help
-    from rankkit.models import MODELS, PROVIDERS
-    from rankkit.models.registry import family, get_model_class
+    from rankkit.models import PROVIDERS, get_spec, specs
 
     if name is not None:
-        get_model_class(name)  # an unknown name is one line listing the known ones
+        get_spec(name)  # an unknown name is one line listing the known ones
         print_model_help(name)
         return
     rows = []
-    for model, cls in sorted(MODELS.items()):
-        options = ", ".join(spec.flag.split("/")[0] for spec in cls.config_class.model_options()) or "-"
-        paper = _short_citation(cls.paper)
-        rows.append((model, family(cls), cls.training_defaults.loss, PROVIDERS.get(model, "rankkit"), paper, options))
+    for model, spec in sorted(specs().items()):
+        options = ", ".join(option.flag.split("/")[0] for option in spec.config_class.model_options()) or "-"
+        paper = _short_citation(spec.paper)
+        rows.append((model, spec.family_words, spec.training_defaults.loss, PROVIDERS.get(model, "rankkit"), paper,
+                     options))
     headers = ("model", "family", "default loss", "provided by", "paper", "options")
     widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(5)]
     for row in [headers, *rows]:

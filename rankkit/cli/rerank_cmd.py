@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from rankkit.cli.app import MAX_COUNT, MAX_TOKENS, app, int_range
-from rankkit.cli.model_options import RERANK_PANEL, model_options_of, rerank_options, rerank_settings
+from rankkit.cli.model_options import RERANK_PANEL, declaration_of, model_options_of, rerank_options, rerank_settings
 from rankkit.cli.runtime_options import (
     backend_option,
     device_for,
@@ -61,10 +61,6 @@ def rerank_command(
     The output keeps the input's depth. Queries stream a few at a time; the re-ranker never sees
     first-stage scores.
     """
-    from rankkit.docstore import open_docstore
-    from rankkit.reranking import rerank_run, run_sample
-    from rankkit.distributed import init_distributed
-
     if (corpus is None) == (index is None):
         raise RankkitError("give passage texts with --corpus CORPUS or --index DIR (exactly one)")
     if index is not None and cache_dir is not None:
@@ -74,15 +70,20 @@ def rerank_command(
     if tag is not None and runtag is not None and tag != runtag:
         raise RankkitError("--tag is the old name of --runtag: give one of them")
     runtag = runtag if runtag is not None else tag
+    from rankkit.cli.inputs import check_inputs
     from rankkit.files import check_outputs
     from rankkit.formats.sources import load_topics, resolve_corpus
 
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
-    from rankkit.models.checkpoint import model_class
+    check_inputs([("--run", run), ("--topics", topics), ("--corpus", corpus), ("--index", index)])
+    # The model's declaration checks its overrides before torch is imported (an unknown model is one line too).
+    overrides = rerank_settings(declaration_of(model, checkpoint), model_options)
+    from rankkit.distributed import init_distributed
+    from rankkit.docstore import open_docstore
+    from rankkit.reranking import rerank_run, run_sample
     from rankkit.runtime import InferenceSession, load_for_inference
 
-    overrides = rerank_settings(model_class(model, checkpoint), model_options)
     runtime = runtime_of(backend, quantize, threads, precision)
     # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
     dist = init_distributed(device_for(device, runtime))

@@ -38,10 +38,10 @@ class RetrieveRequest:
 
 
 def _bi_encoders() -> list[str]:
-    """Every registered bi-encoder (imports the model library: asked only to word an error)."""
-    from rankkit.models import BiEncoder, MODELS
+    """Every registered bi-encoder (from the declarations: no torch)."""
+    from rankkit.models import specs
 
-    return sorted(name for name, cls in MODELS.items() if issubclass(cls, BiEncoder))
+    return sorted(name for name, spec in specs().items() if spec.family == "bi-encoder")
 
 
 RETRIEVERS: OptionRegistry[RetrieveRequest] = OptionRegistry("--model", "model", "models", others=_bi_encoders)
@@ -126,12 +126,12 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
 def dense_retriever(model: str) -> Entry[RetrieveRequest]:
     """The retrieval entry of a registered bi-encoder ``model`` (repbert, densetrans, a plug-in): any model
     the registry knows as a :class:`~rankkit.models.base.BiEncoder` searches its dense indexes."""
-    from rankkit.models import MODELS, BiEncoder
+    from rankkit.models import specs
 
-    cls = MODELS.get(model)
-    if cls is None:
+    spec = specs().get(model)
+    if spec is None:
         raise RankkitError(f"unknown model {model!r}; known models: {', '.join(['bm25', *_bi_encoders()])}")
-    if not issubclass(cls, BiEncoder):
+    if spec.family != "bi-encoder":
         bi = ", ".join(_bi_encoders())
         raise RankkitError(f"--model {model} is not a first-stage model: retrieve takes bm25 or a bi-encoder ({bi}); "
                            f"re-rank a run with `rankkit rerank --model {model}`")

@@ -9,12 +9,13 @@ from typing import Any, Optional
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.inputs import check_inputs
 from rankkit.cli.model_options import PANEL, model_options_of, model_settings, train_options
 
 
 def _workers(value: Optional[str]) -> Optional[int]:
     """``--workers``: auto (None) or a number of processes (one line for anything else)."""
-    from rankkit.training.loader import workers_setting
+    from rankkit.training.config import workers_setting
 
     return workers_setting(value)
 
@@ -76,19 +77,24 @@ def train_command(
     The model options below are generated from each model's declared settings:
     `rankkit train --model NAME --help` shows NAME's own options with their defaults.
     """
-    from rankkit.training import settings as train_settings
     from rankkit.training import recipes
-    from rankkit.training import train as run_training
+    from rankkit.training import settings as train_settings
 
     names = train_settings.setting_names()
     values: dict[str, Any] = {name: ctx.params[name] for name in names}
     given = {name for name in names
              if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
     values, file_options, recipe = train_settings.merge_recipe(values, given, config)
-    cls = train_settings.model_class(values)
+    cls = train_settings.model_spec(values)
     options = {**train_settings.model_options(cls, file_options, str(config)),
                **model_settings(cls, model_options, train_options())}
     if print_config:
         sys.stdout.write(recipes.format_settings({**values, **options}, recipe))
         return
-    run_training(train_settings.finish_config(values, options, recipe))
+    settings = train_settings.finish_config(values, options, recipe)
+    check_inputs([*(("--train", path) for path in settings.train), *(("--dev", path) for path in settings.dev),
+                  ("--teacher", settings.teacher), ("--collection", settings.collection),
+                  ("--queries", settings.queries)])
+    from rankkit.training import train as run_training  # torch, after every check of the command line
+
+    run_training(settings)

@@ -31,21 +31,12 @@ from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
 from rankkit.models.batching import current_batching, plan_batches, record_mask, widen
 from rankkit.models.config import ModelConfig
+from rankkit.models.declaration import ModelSpec, TrainingDefaults
 from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch
 from rankkit.models.outputs import InBatchOutput, PreferenceMatrix, RankingOutput
 
 if TYPE_CHECKING:
     from rankkit.models.encoder_slots import EncoderSlot
-
-
-@dataclass(frozen=True)
-class TrainingDefaults:
-    """What ``rankkit train`` uses for this model when ``--loss``/``--lr``/``--weight-decay`` are not given."""
-
-    loss: str = "listwise-ce"
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    adam_betas: tuple[float, float] = (0.9, 0.999)
 
 
 class ActivationCheckpointing:
@@ -111,6 +102,8 @@ class RankingModel(torch.nn.Module, abc.ABC):
     """A trainable ranker registered in :data:`rankkit.models.MODELS` under :attr:`name`."""
 
     name: ClassVar[str]
+    #: The model's declaration, when the class was declared with ``spec=`` (a plug-in may set the attributes itself).
+    spec: ClassVar[ModelSpec | None] = None
     #: The model's typed settings (one dataclass; CLI options and rankkit.json come from it).
     config_class: ClassVar[type[ModelConfig]] = ModelConfig
     #: What :meth:`forward` returns; decides which losses the model can train with.
@@ -129,6 +122,23 @@ class RankingModel(torch.nn.Module, abc.ABC):
     #: The context :meth:`rank` scores in: an inference session sets its own (numerics, kernels, batching;
     #: :mod:`rankkit.runtime.session`), so a model loaded in bf16 on a GPU ranks as the session does.
     inference_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+
+    def __init_subclass__(cls, spec: ModelSpec | None = None, **kwargs: Any) -> None:
+        """``class Mono(CandidateListModel, spec=MONO)``: the class takes its name, settings, output, training
+        defaults and paper from its declaration (:mod:`rankkit.models.declaration`), declared once; the
+        declaration must name this class as its target."""
+        super().__init_subclass__(**kwargs)
+        if spec is None:
+            return
+        where = f"{cls.__module__}:{cls.__qualname__}"
+        if spec.target != where:
+            raise TypeError(f"{where} declares spec {spec.name!r}, whose target is {spec.target}")
+        cls.spec = spec
+        cls.name = spec.name
+        cls.config_class = spec.config_class
+        cls.output_type = spec.output_type
+        cls.training_defaults = spec.training_defaults
+        cls.paper = spec.paper
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

@@ -23,14 +23,17 @@ Every loss is a mean over queries (or pairs), so it does not grow with the batch
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING, ClassVar
 
 from rankkit.errors import RankkitError
-from rankkit.models.inputs import GroupBatch
 from rankkit.models.outputs import InBatchOutput, MatrixOutput, PassageScoreOutput, PreferenceOutput, RankingOutput
+
+# torch is imported where a loss is computed: the command line reads the losses' names and the outputs they
+# need (``rankkit train --help``) without it.
+if TYPE_CHECKING:
+    import torch
+
+    from rankkit.models.inputs import GroupBatch
 
 
 def multilabel_margin(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor | None = None,
@@ -41,6 +44,7 @@ def multilabel_margin(scores: torch.Tensor, positive: torch.Tensor, valid: torch
     query (all N when ``valid`` is None), exactly as ``torch.nn.MultiLabelMarginLoss`` divides by the
     number of classes. A query without any negative (or positive) contributes 0.
     """
+    import torch
     if valid is None:
         valid = torch.ones_like(positive, dtype=torch.bool)
     pos = positive & valid
@@ -61,6 +65,7 @@ def softmax_cross_entropy(scores: torch.Tensor, target: torch.Tensor,
     drops columns from the softmax denominator (other positives of the same query, padding). The
     target column is never excluded.
     """
+    import torch.nn.functional as F
     if exclude is not None:
         keep_target = F.one_hot(target, scores.shape[1]).bool()
         scores = scores.masked_fill(exclude & ~keep_target, float("-inf"))
@@ -69,6 +74,7 @@ def softmax_cross_entropy(scores: torch.Tensor, target: torch.Tensor,
 
 def listwise_softmax_ce(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Softmax cross-entropy of each group's positive (slot 0) against its other candidates."""
+    import torch
     target = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
     return softmax_cross_entropy(scores, target, exclude=~mask)
 
@@ -78,6 +84,7 @@ def ranknet(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> 
 
     Averaged over all such pairs of the batch; ``targets`` are teacher scores or graded labels.
     """
+    import torch.nn.functional as F
     better = (targets.unsqueeze(2) > targets.unsqueeze(1)) & mask.unsqueeze(2) & mask.unsqueeze(1)
     diff = scores.unsqueeze(2) - scores.unsqueeze(1)
     count = better.sum()
@@ -89,6 +96,7 @@ def ranknet(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> 
 def pairwise_hinge(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
     """PARADE's pairwise hinge loss (§4.2): ``max(0, margin - (s_i - s_j))`` over the pairs with
     ``label_i > label_j`` (every positive against every negative), averaged over all such pairs."""
+    import torch
     better = (labels.unsqueeze(2) > labels.unsqueeze(1)) & mask.unsqueeze(2) & mask.unsqueeze(1)
     count = better.sum()
     if count == 0:
@@ -113,6 +121,8 @@ def margin_mse(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) 
 def kl_divergence(scores: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
                   temperature: float = 1.0) -> torch.Tensor:
     """``KL(softmax(teacher/T) || softmax(scores/T))`` over each group's real candidates, mean over groups."""
+    import torch
+    import torch.nn.functional as F
     neg_inf = torch.finfo(scores.dtype).min
     log_p_student = F.log_softmax((scores / temperature).masked_fill(~mask, neg_inf), dim=1)
     log_p_teacher = F.log_softmax((teacher / temperature).masked_fill(~mask, neg_inf), dim=1)
@@ -129,6 +139,7 @@ def pointwise_cross_entropy(scores: torch.Tensor, labels: torch.Tensor, mask: to
     One logit ``s`` per document is PARADE's two-class softmax over (non-relevant, relevant) with the
     non-relevant logit fixed at 0 (``softmax(0, s)[1] = sigmoid(s)``).
     """
+    import torch.nn.functional as F
     weight = mask.to(scores.dtype)
     target = (labels > 0).to(scores.dtype)
     per_doc = F.binary_cross_entropy_with_logits(scores, target, reduction="none")
@@ -161,6 +172,7 @@ def matrank_loss(out: MatrixOutput, labels: torch.Tensor, mask: torch.Tensor, *,
     target mass). ``row_only``: the MatRank_row ablation (beta term only); ``col_only``: the
     column-only ablation (omega term only). Groups without a positive contribute 0.
     """
+    import torch
     if row_only and col_only:
         raise ValueError("matrank_loss: row_only and col_only leave no term")
     y = ((labels > 0) & mask).to(out.log_beta.dtype)

@@ -10,9 +10,10 @@ needs, so a model can train with every loss its output supports and with no othe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
+if TYPE_CHECKING:  # annotations only: model declarations name these classes without importing torch
+    import torch
 
 
 class MatrixOutput(NamedTuple):

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rankkit.devices import PRECISIONS
 from rankkit.errors import RankkitError
 from rankkit.hub import ModelReference
-from rankkit.models import RankingModel, get_model_class
+from rankkit.models import get_model_class
 from rankkit.training.curves import check_report_to
+
+if TYPE_CHECKING:
+    from rankkit.models.base import RankingModel
 
 
 @dataclass
@@ -172,6 +175,28 @@ def check_ranges(config: TrainConfig) -> None:
             raise RankkitError(f"{flag} must be at least {low:g}, got {_shown(value)}")
         if value > high:
             raise RankkitError(f"{flag} must be at most {high:g}, got {_shown(value)}")
+
+
+def check_workers(workers: int) -> int:
+    """A number of ``--workers`` processes, checked."""
+    if workers < 0:
+        raise RankkitError(f"--workers must be at least 0, got {workers}")
+    return int(workers)
+
+
+def workers_setting(value: object) -> int | None:
+    """A ``--workers`` value (``auto``, a number, or already an int/None) as the setting: None for auto."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    if isinstance(value, bool):
+        raise RankkitError(f"--workers must be auto or a number of processes, got {value!r}")
+    try:
+        number = int(value) if isinstance(value, (int, str)) else None
+    except ValueError:
+        number = None
+    if number is None:
+        raise RankkitError(f"--workers must be auto or a number of processes, got {value!r}")
+    return check_workers(number)
 
 
 def check_config(config: TrainConfig) -> type[RankingModel]:

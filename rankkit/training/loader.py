@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from rankkit.errors import EnvironmentFailure, RankkitError
 from rankkit.models import RankingModel
 from rankkit.models.inputs import GroupBatch
+from rankkit.training.config import check_workers
 from rankkit.training.sampling import MicroBatches
 
 #: Steps each worker prepares ahead (DataLoader's ``prefetch_factor``).
@@ -90,12 +91,6 @@ def _quiet_tokenizers(worker: int) -> None:
     torch.set_num_threads(1)  # tokenising needs no intra-op threads; leave the cores to training
 
 
-def check_workers(workers: int) -> int:
-    if workers < 0:
-        raise RankkitError(f"--workers must be at least 0, got {workers}")
-    return int(workers)
-
-
 def resolve_workers(workers: int | None, device: torch.device) -> tuple[int, bool, str]:
     """``--workers`` (None: auto) as ``(processes, prefetch thread, why)``. Auto on CUDA: no processes, the next
     steps prepared on a thread while the GPU runs this one (measured on an H200, mono 8 x 8 x 256 tokens, bf16:
@@ -107,21 +102,6 @@ def resolve_workers(workers: int | None, device: torch.device) -> tuple[int, boo
     if device.type != "cuda":
         return 0, False, "CPU training: batches are prepared on the training thread (workers would take its cores)"
     return 0, True, "CUDA: the next batches are prepared on a thread while the GPU runs the step"
-
-
-def workers_setting(value: object) -> int | None:
-    """A ``--workers`` value (``auto``, a number, or already an int/None) as the setting: None for auto."""
-    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-        return None
-    if isinstance(value, bool):
-        raise RankkitError(f"--workers must be auto or a number of processes, got {value!r}")
-    try:
-        number = int(value) if isinstance(value, (int, str)) else None
-    except ValueError:
-        number = None
-    if number is None:
-        raise RankkitError(f"--workers must be auto or a number of processes, got {value!r}")
-    return check_workers(number)
 
 
 def step_batches(batches: MicroBatches, model: RankingModel, start: int, stop: int, *,

@@ -87,14 +87,14 @@ def kind_of(annotation: Any) -> Any:
 
 def train_kinds() -> dict[str, Any]:
     """Every key ``[train]`` accepts: :class:`TrainConfig`'s fields and every registered model's settings."""
-    from rankkit.models import MODELS
+    from rankkit.models import specs
     from rankkit.training.config import TrainConfig
 
     hints = typing.get_type_hints(TrainConfig)
     kinds = {name: kind_of(hint) for name, hint in hints.items() if name != "model_options"}
     kinds["workers"] = Worded(int, ("auto",))  # workers = "auto" or a number of processes
-    for cls in MODELS.values():
-        for spec in cls.config_class.model_options():
+    for model in specs().values():
+        for spec in model.config_class.model_options():
             kinds.setdefault(spec.name, Worded(spec.kind, tuple(spec.words)) if spec.words else spec.kind)
     return kinds
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rankkit.errors import RankkitError
-from rankkit.models import RankingModel, get_model_class
+from rankkit.models import ModelSpec, get_spec
 from rankkit.training import recipes
 from rankkit.training.config import TrainConfig
 
@@ -61,7 +61,7 @@ def _convert(key: str, value: Any, hint: Any) -> Any:
         return RankkitError(f"train(): {key} must be {expected}, got {value!r}")
 
     if key == "workers":  # auto (None) or a number of processes
-        from rankkit.training.loader import workers_setting
+        from rankkit.training.config import workers_setting
 
         return workers_setting(value)
 
@@ -105,14 +105,14 @@ def merge_recipe(values: dict[str, Any], given: set[str], config: Path | None
     return merged, file_options, recipe
 
 
-def model_class(values: Mapping[str, Any]) -> type[RankingModel]:
-    """The class of the model to train (the one setting without a default)."""
+def model_spec(values: Mapping[str, Any]) -> ModelSpec:
+    """The declaration of the model to train (the one setting without a default; no torch imported)."""
     if values.get("model") is None:
         raise RankkitError("--model is required (on the command line or as model = ... in --config)")
-    return get_model_class(values["model"])
+    return get_spec(values["model"])
 
 
-def model_options(cls: type[RankingModel], settings: Mapping[str, Any], source: str) -> dict[str, Any]:
+def model_options(cls: ModelSpec, settings: Mapping[str, Any], source: str) -> dict[str, Any]:
     """The chosen model's settings by name (from a recipe, or ``rankkit.train``'s keywords), each checked
     like its command-line flag; a name that is not one of them is a one-line error naming ``source``."""
     own = {spec.name: spec for spec in cls.config_class.model_options()}
@@ -146,7 +146,11 @@ def finish_config(values: Mapping[str, Any], options: Mapping[str, Any], recipe:
         if not values[key]:
             raise RankkitError(f"--{key} is required (on the command line or as {key} = ... in --config)")
     check_output_dir(values["output"], "--output")
-    from rankkit.training.loader import workers_setting
+    if values["device"] == "cpu" and values["precision"] != "auto":
+        from rankkit.devices import check_precision_on
+
+        check_precision_on(values["precision"], "cpu")  # before any file is read (no torch needed to know)
+    from rankkit.training.config import workers_setting
 
     settings = {**values, "workers": workers_setting(values["workers"]),
                 "alpha": 0.5 if values["alpha"] is None else values["alpha"],
@@ -154,5 +158,5 @@ def finish_config(values: Mapping[str, Any], options: Mapping[str, Any], recipe:
     return TrainConfig(**settings, model_options=dict(options))
 
 
-__all__ = ["api_settings", "defaults", "finish_config", "merge_recipe", "model_class", "model_options",
+__all__ = ["api_settings", "defaults", "finish_config", "merge_recipe", "model_options", "model_spec",
            "setting_names"]

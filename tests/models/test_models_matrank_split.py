@@ -15,7 +15,8 @@ from rankkit.errors import RankkitError
 from rankkit.formats import read_groups
 from rankkit.models.checkpoint import load_model, save_model
 from rankkit.models.cross_encoders.matrank import borda_vote, matrank_loss
-from rankkit.models.documents.matrank_split import MatRankSplit, MatRankSplitConfig, piece_matrix
+from rankkit.models.documents.configs import MatRankSplitConfig
+from rankkit.models.documents.matrank_split import MatRankSplit, piece_matrix
 from rankkit.models.losses import get_loss
 from rankkit.models.outputs import PreferenceOutput
 

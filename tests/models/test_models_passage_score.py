@@ -12,7 +12,8 @@ from training_helpers import build_model, loss_drops_after_steps, whole_groups_b
 from rankkit.formats import read_groups
 from rankkit.models import MODELS
 from rankkit.models.checkpoint import load_model, save_model
-from rankkit.models.documents.passage_score import FirstP, FirstPConfig, PassageScoreModel, masked_max
+from rankkit.models.documents.configs import FirstPConfig
+from rankkit.models.documents.passage_score import FirstP, PassageScoreModel, masked_max
 
 OPTIONS = {"window": 6, "stride": 5, "max_passages": 4, "max_query_length": 6}
 

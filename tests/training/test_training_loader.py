@@ -96,7 +96,8 @@ def test_workers_auto_is_none_on_the_cpu_and_a_thread_on_cuda() -> None:
     """``--workers auto`` (issue 36): on a CPU the training thread prepares its batches (workers would take the
     step's cores); on CUDA a thread prepares the next steps (faster than worker processes on an H200); a number is
     that many processes."""
-    from rankkit.training.loader import resolve_workers, workers_setting
+    from rankkit.training.config import workers_setting
+    from rankkit.training.loader import resolve_workers
 
     assert resolve_workers(None, torch.device("cpu"))[:2] == (0, False)
     assert resolve_workers(None, torch.device("cuda"))[:2] == (0, True)

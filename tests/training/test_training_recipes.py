@@ -15,7 +15,7 @@ from training_helpers import WORDS, tiny_backbone, write_groups
 from rankkit.errors import RankkitError
 from rankkit.models.backbone import default_backbone_path, write_tiny_backbone
 from rankkit.models.checkpoint import read_meta
-from rankkit.models.documents.matrank_split import MatRankSplitConfig
+from rankkit.models.documents.configs import MatRankSplitConfig
 from rankkit.training import recipes
 
 if sys.version_info >= (3, 11):

@@ -54,9 +54,8 @@ drown pretrained token vectors of std ~0.06); other weights use PyTorch's defaul
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import safetensors.torch
 import torch
@@ -64,8 +63,9 @@ from torch import nn
 
 from rankkit.errors import InputError, RankkitError
 from rankkit.models import backbone as bb
-from rankkit.models.base import ActivationCheckpointing, BiEncoder, TrainingDefaults, l2_normalize
-from rankkit.models.config import ModelConfig, option
+from rankkit.models.base import ActivationCheckpointing, BiEncoder, l2_normalize
+from rankkit.models.bi_encoders.configs import DENSETRANS, DenseTransConfig
+from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import cls_pool
 from rankkit.models.encoder_slots import EncoderSlot
@@ -199,64 +199,8 @@ class ExportableDenseTrans(nn.Module):
         return cls_pool(final)
 
 
-@dataclass
-class DenseTransConfig(ModelConfig):
-    """DenseTrans' settings (§3.2, §4.2.3) and rankkit's CPU-sizing ones."""
-
-    max_query_length: int = option(30, help="word pieces per query, [CLS] excluded", minimum=1, cli=False,
-                                   paper="DenseTrans §4.2.3")
-    max_doc_length: int = option(30, help="word pieces per document, [CLS] excluded", minimum=1, cli=False,
-                                 paper="DenseTrans §4.2.3")
-    variant: Literal["densetrans", "no-top-dense", "no-dense", "concat"] = option(
-        "densetrans", paper="DenseTrans Table 3",
-        help="the full model or a Table 3 ablation (-TopDense: the top layer reads only the layer below; "
-             "-AllDense; +Concat: plain layers, all layers' [CLS] concatenated)",
-        aliases={"--no-top-dense": "no-top-dense", "--no-dense": "no-dense", "--concat-layers": "concat"})
-    representation: Literal["last", "all-layers"] = option(
-        "last", paper="DenseTrans §3.2.2 (last); all-layers is rankkit's pre-issue-17 default",
-        help="the text vector: [CLS] of the last layer (the paper) or of all layers' outputs concatenated "
-             "(--variant concat always concatenates)",
-        aliases={"--all-layers": "all-layers"})
-    vocab_size: int = option(30522, help="tokens in the vocabulary (from the tokenizer)", minimum=1, cli=False)
-    d_model: int | None = option(
-        None, minimum=1, paper="DenseTrans §4.2.3 (rankkit: principal components of the MiniLM table below 384)",
-        help="token width [default: the backbone's 384; smaller = the table's principal components, a CPU-sized model]")
-    num_layers: int = option(3, minimum=1, paper="DenseTrans §4.2.3, Fig. 4", help="Transformer layers N")
-    num_heads: int = option(6, minimum=1, paper="DenseTrans §4.2.3", help="attention heads H")
-    ffn_multiplier: int = option(4, minimum=1, paper="DenseTrans Eq. 3",
-                                 help="feed-forward width / layer width")
-    max_positions: int = option(512, minimum=2, help="learned position embeddings", cli=False)
-    dropout: float = option(0.1, minimum=0.0, maximum=1.0, paper="DenseTrans §4.2.3", help="dropout rate")
-    scale: float = option(1.0, minimum=0.0, paper="DenseTrans Eq. 6 (1 as written)",
-                          help="cosine multiplier in the softmax")
-    embedding_init: Literal["backbone", "random"] = option(
-        "backbone", paper="DenseTrans §4.2.3 (random = its out-of-vocabulary initialisation)",
-        help="token vectors from the backbone's input embeddings (MiniLM) or U(-0.2, 0.2)")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str) -> "DenseTransConfig":
-        """The recorded config; one written before ``representation`` existed keeps its recorded network:
-        its ``densetrans``/``concat`` read all layers, its ``no-top-dense`` was dense throughout with
-        the last layer's [CLS]."""
-        config = super().from_dict(data, source)
-        if "representation" not in data:
-            if config.variant == "no-top-dense":
-                config.variant, config.representation = "densetrans", "last"
-            elif config.variant in ("densetrans", "concat"):
-                config.representation = "all-layers"
-        return config
-
-
-class DenseTrans(BiEncoder):
+class DenseTrans(BiEncoder, spec=DENSETRANS):
     """DenseTrans bi-encoder: shared densely connected Transformer, [CLS] vector, cosine similarity."""
-
-    paper: ClassVar[str] = 'Cai, Fan, Guo, Zhang, Lan and Cheng, 2021, "A Discriminative Semantic Ranker for Question Retrieval"'
-
-    name = "densetrans"
-    config_class: ClassVar[type[ModelConfig]] = DenseTransConfig
-    # §4.2.3: Adam, beta2 0.98, eps 1e-8, no weight decay mentioned; the learning rate is not reported,
-    # 1e-4 is a common rate for small Transformers trained from scratch.
-    training_defaults = TrainingDefaults(loss="softmax-ce", lr=1e-4, weight_decay=0.0, adam_betas=(0.9, 0.98))
 
     def __init__(self, tokenizer: Any, config: ModelConfig) -> None:
         super().__init__(config)

@@ -34,66 +34,23 @@ rankkit's vectors (queries within the query length: sentence-transformers has on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
-from rankkit.models.base import BiEncoder, TrainingDefaults, l2_normalize
-from rankkit.models.config import ModelConfig, option
+from rankkit.models.base import BiEncoder, l2_normalize
+from rankkit.models.bi_encoders.configs import REPBERT, RepBERTConfig
+from rankkit.models.config import ModelConfig
 from rankkit.models.inputs import pad, tokenize
 from rankkit.models.pooling import POOLING_MODES, pool
 from rankkit.models.encoder_slots import EncoderSlot, hf_slot
 
 
-@dataclass
-class RepBERTConfig(ModelConfig):
-    """RepBERT's settings (§3, §4.3.1)."""
-
-    max_query_length: int = option(20, help="query tokens, [CLS]/[SEP] included", minimum=2, cli=False,
-                                   paper="RepBERT §4.3.1")
-    max_doc_length: int = option(256, help="document tokens, [CLS]/[SEP] included", minimum=2, cli=False,
-                                 paper="RepBERT §4.3.1")
-    query_segment_id: int = option(0, help="segment id of query tokens", minimum=0, cli=False,
-                                   paper="RepBERT footnote 2")
-    doc_segment_id: int | None = option(
-        None, minimum=0, paper="RepBERT footnote 2 (which uses 1)",
-        help="segment id of document tokens [default: 0, as sentence-transformers encodes; 1 is the paper's "
-             "footnote 2, whose document vectors SentenceTransformer cannot reproduce]")
-    normalize: bool | None = option(
-        None, flag="--normalize/--inner-product", paper="RepBERT Eq. 3 (inner product)",
-        help="cosine (unit vectors) or the paper's raw inner product [default: inner product when "
-             "training; zero-shot: as the backbone's sentence-transformers config]")
-    pooling: Literal["mean", "cls", "max"] | None = option(
-        None, paper="RepBERT Eq. 2 (mean)", rerank_flag="--pooling",
-        help="token vectors to one text vector: mean (Eq. 2), cls ([CLS], BGE-style) or max [default: the "
-             "backbone's sentence-transformers pooling, else mean]")
-    query_prefix: str | None = option(
-        None, rerank_flag="--query-prefix",
-        help="text put before every query, e.g. 'query: ' for E5 [default: the backbone's sentence-transformers "
-             "'query' prompt, else none]")
-    doc_prefix: str | None = option(
-        None, rerank_flag="--doc-prefix",
-        help="text put before every document, e.g. 'passage: ' for E5 [default: the backbone's "
-             "sentence-transformers 'document' (or 'passage') prompt, else none]")
-
-
-class RepBERT(BiEncoder):
+class RepBERT(BiEncoder, spec=REPBERT):
     """RepBERT bi-encoder over any local Hugging Face encoder (BERT-like)."""
-
-    paper: ClassVar[str] = (
-        'Zhan, Mao, Liu, Zhang and Ma, 2020, "RepBERT: Contextualized Text Embeddings for First-Stage '
-        'Retrieval"'
-    )
-
-    name = "repbert"
-    config_class: ClassVar[type[ModelConfig]] = RepBERTConfig
-    # §4.3.1 used Adam with L2 decay 0.01 and lr 3e-6 for BERT-base over 350k steps; 2e-5 is the
-    # usual rate for fine-tuning the 6-layer MiniLM on shorter schedules.
-    training_defaults = TrainingDefaults(loss="multilabel-margin", lr=2e-5, weight_decay=0.01)
 
     def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:
         super().__init__(config)

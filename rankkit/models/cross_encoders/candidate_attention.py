@@ -20,38 +20,20 @@ zero, so the untrained model ranks by the zero-shot cosine (as ``mono``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
 
 from rankkit.errors import RankkitError
-from rankkit.models.config import ModelConfig, option
-from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
+from rankkit.models.cross_encoders.candidate_list import CandidateListModel
+from rankkit.models.cross_encoders.configs import CANDIDATE_ATTENTION, CandidateAttentionConfig
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.outputs import RankingOutput
 
 
-@dataclass
-class CandidateAttentionConfig(CandidateListConfig):
-    """The candidate-list settings plus the attention layer's shape."""
-
-    hidden: int | None = option(
-        None, minimum=0, paper="MatRank §4.3 (+Attention)",
-        help="feed-forward width of the encoder layer; 0 = 4 x the width of h [default: bi 256, cross 0]")
-    attention_heads: int = option(
-        0, minimum=0, paper="MatRank §4.3 (+Attention)",
-        help="attention heads of the encoder layer (must divide the width of h); 0 = the backbone's")
-    attention_dropout: float = option(0.1, minimum=0.0, maximum=1.0, paper="MatRank §4.3 (+Attention)",
-                                      help="dropout inside the encoder layer (as BERT's layers)")
-
-
-class CandidateAttention(CandidateListModel):
+class CandidateAttention(CandidateListModel, spec=CANDIDATE_ATTENTION):
     """MatRank's +Attention: the candidates' pair vectors attend to each other, then a linear score."""
-
-    name = "matrank-attn"
-    config_class: ClassVar[type[ModelConfig]] = CandidateAttentionConfig
 
     def build_head(self, dim: int, hidden: int) -> None:
         config = self.config

@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 from torch import nn
@@ -26,7 +26,8 @@ from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel, canonical_orders, from_canonical, to_canonical
-from rankkit.models.config import ModelConfig, option
+from rankkit.models.config import ModelConfig
+from rankkit.models.cross_encoders.configs import MATRANK_PAPER, CandidateListConfig
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder
 from rankkit.models.backbone import position_limit
 from rankkit.models.batching import current_batching, plan_batches, record_mask
@@ -41,45 +42,10 @@ ENCODERS = ("cross", "bi")
 SKIP_INIT = 20.0
 
 
-@dataclass
-class CandidateListConfig(ModelConfig):
-    """Settings of the candidate-list re-rankers."""
-
-    max_query_length: int = option(32, help="query tokens", minimum=1, cli=False)
-    #: Passage token budget; the cross pair is ``3 + query + passage`` tokens at most.
-    max_doc_length: int = option(224, help="passage tokens", minimum=1, cli=False)
-    encoder: Literal["cross", "bi"] = option(
-        "cross", paper="MatRank §3.1, Eq. 1 (cross); bi is rankkit's CPU variant, not in the paper",
-        help="cross: [CLS] of the (query, passage) pair, trained end to end; bi: bi-encoder features "
-             "[q; t; q*t; |q-t|] plus a learned cosine skip, starting at the zero-shot ranking")
-    freeze_encoder: bool | None = option(
-        None, flag="--freeze-encoder/--tune-encoder",
-        help="freeze the backbone [default: frozen for --encoder bi, trained for cross]")
-    bi_pooling: str | None = option(
-        None, cli=False,
-        help="--encoder bi: the backbone's sentence-transformers pooling (mean, cls or max), read from its "
-             "modules.json when training starts [default: mean]")
-    hidden: int | None = option(
-        None, minimum=0, paper="MatRank §3.1 (the scoring head)",
-        help="head hidden width; 0 = a linear layer on h [default: bi 256, cross 0]")
-    truncation: Literal["pair", "lightning-ir"] = option(
-        "pair", paper="lightning-ir's CrossEncoderTokenizer for lightning-ir",
-        help="--encoder cross: pair cuts the query to max_query_length tokens and lets the passage fill the "
-             "rest of the 3 + query + passage budget; lightning-ir cuts query and passage to their own "
-             "limits, decodes and re-encodes them (lightning-ir checkpoints score as in lightning-ir)")
-
-    def resolve(self) -> None:
-        if self.freeze_encoder is None:
-            # The bi variant exists to train in minutes: frozen unless asked otherwise.
-            self.freeze_encoder = self.encoder == "bi"
-        if self.hidden is None:
-            self.hidden = 256 if self.encoder == "bi" else 0
-
-
 class CandidateListModel(EncoderHeadFiles, RankingModel):
     """A re-ranker scoring a query's candidates from their pair vectors ``h_i`` (see module doc)."""
 
-    paper: ClassVar[str] = 'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix"'
+    paper: ClassVar[str] = MATRANK_PAPER
 
     config_class: ClassVar[type[ModelConfig]] = CandidateListConfig
     #: A candidate's vector h_i is its own pair's; the heads over them (a linear score, MatRank's row and column

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -31,21 +31,11 @@ from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
-from rankkit.models.config import ModelConfig, option
+from rankkit.models.config import ModelConfig
+from rankkit.models.cross_encoders.configs import JOINT_LIST, JointListConfig
 from rankkit.models.inputs import Features, GroupBatch, batch_rng, pad, tokenize
 from rankkit.models.outputs import RankingOutput
 from rankkit.models.persistence import EncoderHeadFiles
-
-
-@dataclass
-class JointListConfig(ModelConfig):
-    """Lengths of the joint input."""
-
-    max_query_length: int = option(32, help="query tokens", minimum=1, cli=False)
-    max_doc_length: int = option(64, help="tokens per candidate at most", minimum=1, cli=False)
-    max_length: int | None = option(
-        None, minimum=8, paper="MatRank §4.3 (+BigBird)",
-        help="tokens of the whole joint input [default: the backbone's positions]; candidates are cut to fit")
 
 
 @dataclass
@@ -64,13 +54,8 @@ class JointEncoder(nn.Module):
         self.encoder = encoder
 
 
-class JointList(EncoderHeadFiles, RankingModel):
+class JointList(EncoderHeadFiles, RankingModel, spec=JOINT_LIST):
     """MatRank's +BigBird: the query and all its candidates in one input, scored at their [SEP]s."""
-
-    paper: ClassVar[str] = 'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix"'
-
-    name = "listwise-joint"
-    config_class: ClassVar[type[ModelConfig]] = JointListConfig
 
     def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:
         super().__init__(config)

@@ -28,7 +28,6 @@ the last layer starts at zero (the untrained model ranks by the zero-shot cosine
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -37,23 +36,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from rankkit.errors import RankkitError
-from rankkit.models.config import ModelConfig, option
-from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
+from rankkit.models.cross_encoders.candidate_list import CandidateListModel
+from rankkit.models.cross_encoders.configs import LISTWISE
 from rankkit.models.inputs import GroupBatch, batch_rng
 from rankkit.models.outputs import RankingOutput
-
-
-@dataclass
-class ListwiseConfig(CandidateListConfig):
-    """The candidate-list settings plus the fixed list width of the concatenation."""
-
-    list_size: int = option(
-        32, minimum=1, paper="MatRank §4.3 (List-wise)",
-        help="candidate slots L of the concatenated input (the training --group-size and the re-ranking "
-             "--depth must not exceed it)")
-    hidden: int | None = option(
-        None, minimum=0, paper="MatRank §4.3 (List-wise)",
-        help="hidden width of the MLP over the concatenation; 0 = the width of h [default: bi 256, cross 0]")
 
 
 def pad_slots(h: torch.Tensor, size: int) -> torch.Tensor:
@@ -61,11 +47,9 @@ def pad_slots(h: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(h, (0, 0, 0, size - h.shape[1]))
 
 
-class Listwise(CandidateListModel):
+class Listwise(CandidateListModel, spec=LISTWISE):
     """MatRank's List-wise: one MLP over the concatenated pair vectors of a query's candidates."""
 
-    name = "listwise"
-    config_class: ClassVar[type[ModelConfig]] = ListwiseConfig
     #: The concatenation gives each slot its own weights: the input order is part of the input.
     permutation_invariant: ClassVar[bool] = False
 

@@ -28,16 +28,14 @@ start at the zero-shot ranking (the MLP's last layer starts at zero).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rankkit.models.base import TrainingDefaults
-from rankkit.models.config import ModelConfig, option
-from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
+from rankkit.models.cross_encoders.candidate_list import CandidateListModel
+from rankkit.models.cross_encoders.configs import MATRANK, MATRANK_COL, MATRANK_ROW, MatRankConfig
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.losses import matrank_loss
 from rankkit.models.outputs import MatrixOutput, PreferenceMatrix, PreferenceOutput, RankingOutput
@@ -136,22 +134,9 @@ def vote_scores(output: RankingOutput, mask: torch.Tensor) -> torch.Tensor:
     return scores
 
 
-@dataclass
-class MatRankConfig(CandidateListConfig):
-    """MatRank's settings: the candidate-list ones, with the hidden width of Eq. 2's MLP."""
-
-    hidden: int | None = option(
-        None, minimum=0, paper="MatRank §3.1, Eq. 2",
-        help="hidden width of the pair MLP over [h_i ; h_j]; 0 = the width of h [default: bi 256, cross 0]")
-
-
-class MatRank(CandidateListModel):
+class MatRank(CandidateListModel, spec=MATRANK):
     """MatRank: a latent preference matrix over a query's candidates (Eqs. 1-8)."""
 
-    name = "matrank"
-    config_class: ClassVar[type[ModelConfig]] = MatRankConfig
-    output_type = PreferenceOutput
-    training_defaults = TrainingDefaults(loss="matrank")
     #: MatRank_row: the beta ranking only, in the loss and at inference.
     row_only: ClassVar[bool] = False
     #: The column-only ablation: the omega ranking only, in the loss and at inference.
@@ -216,18 +201,16 @@ class MatRank(CandidateListModel):
                                 self.vote(out))
 
 
-class MatRankRow(MatRank):
+class MatRankRow(MatRank, spec=MATRANK_ROW):
     """MatRank_row (the paper's ablation): beta only, in the loss and at inference."""
 
-    name = "matrank-row"
     row_only = True
 
 
-class MatRankCol(MatRank):
+class MatRankCol(MatRank, spec=MATRANK_COL):
     """The column-only MatRank (§4.3: "the column-wise only MatRank has the same performance" as
     MatRank_row): omega = softmax(-c) only (Eq. 7), in the loss and at inference."""
 
-    name = "matrank-col"
     col_only = True
 
 

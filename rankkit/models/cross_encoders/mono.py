@@ -27,9 +27,8 @@ initialised at zero so the untrained model ranks by the zero-shot cosine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,40 +36,16 @@ from torch import nn
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models import safe_loading
-from rankkit.models.config import ModelConfig, option
+from rankkit.models.config import ModelConfig
 from rankkit.models.cross_encoders.candidate_list import CandidateListConfig, CandidateListModel
+from rankkit.models.cross_encoders.configs import MONO, MonoConfig
 from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder, CrossPairEncoder
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.outputs import RankingOutput
 
 
-@dataclass
-class MonoConfig(CandidateListConfig):
-    """``mono``'s settings: the candidate-list settings plus which head scores the pair."""
-
-    hf_head: bool | None = option(
-        None, flag="--hf-head/--rankkit-head",
-        paper="monoBERT (Nogueira and Cho, 2019) for --hf-head; MatRank Eq. 1 for --rankkit-head",
-        help="score with the backbone's Hugging Face sequence-classification head (the checkpoint loads in "
-             "AutoModelForSequenceClassification and sentence-transformers' CrossEncoder) or rankkit's head on "
-             "the raw [CLS] [default: hf for --encoder cross --hidden 0, rankkit otherwise]")
-
-    def resolve(self) -> None:
-        super().resolve()
-        plain = self.encoder == "cross" and not self.hidden
-        if self.hf_head is None:
-            self.hf_head = plain
-        elif self.hf_head and not plain:
-            raise RankkitError("--hf-head needs --encoder cross and --hidden 0 (the classifier brings its own head)")
-
-
-class Mono(CandidateListModel):
+class Mono(CandidateListModel, spec=MONO):
     """Point-wise scores of each candidate, independent of the other candidates."""
-
-    paper: ClassVar[str] = 'Nogueira and Cho, 2019, "Passage Re-ranking with BERT" (the Point-wise row of MatRank\'s Table 3)'
-
-    name = "mono"
-    config_class: ClassVar[type[ModelConfig]] = MonoConfig
 
     @property
     def hf_head(self) -> bool:

@@ -28,16 +28,16 @@ so the layout of the sets reaches the attention without going through transforme
 
 Training uses LCE (``listwise-ce``) by default, as §4.4; ``--loss ranknet --teacher RUN`` is the
 paper's distillation stage (RankNet over every pair the teacher orders). Re-ranking scores each
-query's candidate list as one set; a list longer than :data:`MAX_SET_SIZE` is split into
-deterministic, order-independent sets (:func:`set_chunks`).
+query's candidate list as one set; a list longer than ``--max-set-size``
+(:data:`~rankkit.models.cross_encoders.configs.MAX_SET_SIZE` by default) is split into deterministic,
+order-independent sets (:func:`set_chunks`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -48,14 +48,12 @@ from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import ActivationCheckpointing, canonical_orders, from_canonical, to_canonical
 from rankkit.models.batching import record_mask
-from rankkit.models.config import ModelConfig, option
-from rankkit.models.cross_encoders.candidate_list import CandidateListConfig
+from rankkit.models.config import ModelConfig
+from rankkit.models.cross_encoders.configs import SET_ENCODER, SetEncoderConfig
 from rankkit.models.cross_encoders.mono import Mono
 from rankkit.models.cross_encoders.pair_encoders import CrossPairEncoder
 from rankkit.models.inputs import GroupBatch, PairFeatures
 
-#: Most candidates scored together as one set at re-ranking time (the paper re-ranks top-100).
-MAX_SET_SIZE = 100
 #: The authors' extra interaction token (lightning-ir's ``add_extra_token``).
 INTERACTION_TOKEN = "[INT]"
 
@@ -280,46 +278,9 @@ def set_chunks(texts: Sequence[str], limit: int) -> list[list[int]]:
     return [sorted(order[c::count]) for c in range(count)]
 
 
-@dataclass
-class SetEncoderConfig(CandidateListConfig):
-    """Only the head width is tunable: the encoder is always the cross encoder, trained end to end."""
-
-    encoder: Literal["cross", "bi"] = option("cross", help="always cross (§3.1)", cli=False)
-    freeze_encoder: bool | None = option(False, help="never frozen", cli=False)
-    hidden: int | None = option(None, minimum=0, paper="Set-Encoder §3 (a linear layer on [CLS])",
-                                help="head hidden width; 0 = the paper's linear layer on [CLS] [default: 0]")
-    interaction_token: Literal["cls", "int"] = option(
-        "cls", paper="Set-Encoder §3.2 (cls); int: the authors' code and published weights (add_extra_token)",
-        help="what the other passages attend to: cls, each sequence's [CLS] (the paper); int, an extra trainable "
-             "[INT] token after [CLS] ([CLS] [INT] q [SEP] p [SEP]; scores still from [CLS])")
-    max_set_size: int = option(
-        MAX_SET_SIZE, minimum=1, rerank_flag="--max-set-size",
-        paper="Set-Encoder §4 (re-ranks the top 100); lightning-ir's depth",
-        help="re-ranking: candidates scored together as one set; longer lists are split into deterministic, "
-             "order-independent sets")
-    freeze_position_embeddings: bool = option(
-        False, flag="--freeze-position-embeddings/--train-position-embeddings",
-        paper="Schlatt et al., 2024, Set-Encoder: the authors' configs (github.com/webis-de/set-encoder, "
-              "set_encoder/configs/cli/set-encoder.yaml: freeze_position_embeddings: true); not in the paper's text",
-        help="training: keep the backbone's learned position embeddings as pre-trained (not updated) while every "
-             "other weight trains, as the authors' ELECTRA runs do")
-
-    def resolve(self) -> None:
-        if self.encoder != "cross" or self.freeze_encoder:
-            raise RankkitError("set-encoder trains its cross-encoder: no --encoder bi, no --freeze-encoder")
-        super().resolve()
-
-
-class SetEncoder(Mono):
+class SetEncoder(Mono, spec=SET_ENCODER):
     """The Set-Encoder: Mono's linear [CLS] head on an encoder with inter-passage attention (§3)."""
 
-    paper: ClassVar[str] = (
-        'Schlatt et al., 2024, "Set-Encoder: Permutation-Invariant Inter-Passage Attention for Listwise '
-        'Passage Re-Ranking with Cross-Encoders"'
-    )
-
-    name = "set-encoder"
-    config_class: ClassVar[type[ModelConfig]] = SetEncoderConfig
     cross_pair_encoder = SetPairEncoder
 
     def __init__(self, encoder: Any, tokenizer: Any, config: ModelConfig) -> None:

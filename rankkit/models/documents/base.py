@@ -24,7 +24,6 @@ files), through the shared :class:`~rankkit.models.persistence.EncoderHeadFiles`
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -34,7 +33,8 @@ import torch
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
 from rankkit.models.base import RankingModel
-from rankkit.models.config import ModelConfig, option
+from rankkit.models.config import ModelConfig
+from rankkit.models.documents.configs import PARADE_PAPER, DocumentConfig, PassageWindowConfig
 from rankkit.models.documents.splitting import (
     PassagePairEncoder,
     passage_slots,
@@ -48,33 +48,10 @@ from rankkit.models.persistence import EncoderHeadFiles
 from rankkit.models.encoder_slots import EncoderSlot, hf_slot
 
 
-@dataclass
-class DocumentConfig(ModelConfig):
-    """Settings of every document model."""
-
-    max_query_length: int = option(32, help="query tokens", minimum=1, cli=False)
-    max_doc_length: int | None = option(
-        None, minimum=0, cli=False, help="tokens of each document read before splitting [default: the whole document]")
-
-
-@dataclass
-class PassageWindowConfig(DocumentConfig):
-    """PARADE's passage windows (§3.1, §4.3): 225-token windows every 200 tokens, at most 16 passages."""
-
-    window: int = option(225, minimum=1, paper="PARADE §4.3", help="passage window in tokens")
-    stride: int = option(200, minimum=1, paper="PARADE §4.3", help="tokens between window starts")
-    max_passages: int = option(
-        16, minimum=1, paper="PARADE §4.3", rerank_flag="--max-passages",
-        help="passages per document; first and last kept, the rest sampled (training) or evenly spaced")
-
-
 class DocumentModel(EncoderHeadFiles, RankingModel):
     """A re-ranker of long documents from their passages' ``[CLS]`` vectors (see module doc)."""
 
-    paper: ClassVar[str] = (
-        'Li, Yates, MacAvaney, He and Sun, 2023, "PARADE: Passage Representation Aggregation for Document '
-        'Reranking"'
-    )
+    paper: ClassVar[str] = PARADE_PAPER
 
     config_class: ClassVar[type[ModelConfig]] = PassageWindowConfig
 

@@ -27,8 +27,7 @@ For group losses (``--loss listwise-ce`` etc.) and dev MRR the document score is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -36,10 +35,9 @@ from torch import nn
 
 from rankkit.errors import RankkitError
 from rankkit.models.backbone import position_limit
-from rankkit.models.base import TrainingDefaults
-from rankkit.models.config import ModelConfig, option
 from rankkit.models.cross_encoders.matrank import borda_vote, masked_log_softmax, split_mlp_matrix, vote_scores
-from rankkit.models.documents.base import DocumentConfig, DocumentModel
+from rankkit.models.documents.base import DocumentModel
+from rankkit.models.documents.configs import MATRANK_SPLIT
 from rankkit.models.documents.passage_score import masked_max
 from rankkit.models.documents.splitting import passage_slots, passage_tensor, split_pieces
 from rankkit.models.inputs import GroupBatch
@@ -69,55 +67,8 @@ def piece_matrix(raw: torch.Tensor, pmask: torch.Tensor) -> MatrixOutput:
     return MatrixOutput(S, doc_r, -doc_neg_c, masked_log_softmax(doc_r, dmask), masked_log_softmax(doc_neg_c, dmask))
 
 
-@dataclass
-class MatRankSplitConfig(DocumentConfig):
-    """MatRank-Split's pieces (paper: K=5 pieces of L=512 tokens; rankkit's CPU defaults 4 x 128)."""
-
-    piece_length: int = option(
-        128, minimum=1, paper="MatRank §3.2 (L)",
-        help="tokens of one piece's encoder input [CLS] query [SEP] piece [SEP] (query and special tokens "
-             "included: a piece holds piece-length - max-query-length - 3 document tokens); at most the "
-             "backbone's positions")
-    max_pieces: int = option(4, minimum=1, paper="MatRank §3.2 (K)", rerank_flag="--max-passages",
-                             help="pieces per document, from its start")
-    hidden: int = option(0, minimum=0, paper="MatRank §3.1, Eq. 2",
-                         help="hidden width of the pair MLP; 0 = the piece vector width")
-    piece_includes_query: bool = option(
-        True, cli=False, help="piece-length counts the whole encoder input (False: document tokens only, "
-                              "the meaning recorded by checkpoints written before issue 17)")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str) -> "MatRankSplitConfig":
-        config = super().from_dict(data, source)
-        if "piece_includes_query" not in data:  # written before the setting existed: L counted the piece only
-            config.piece_includes_query = False
-        return config
-
-    def piece_tokens(self) -> int:
-        """Document tokens per piece."""
-        if not self.piece_includes_query:
-            return int(self.piece_length)
-        return int(self.piece_length) - int(self.max_query_length) - 3
-
-    def resolve(self) -> None:
-        if self.piece_tokens() < 1:
-            raise RankkitError(f"--piece-length {self.piece_length} leaves no room for document text after a "
-                               f"{self.max_query_length}-token query and 3 special tokens "
-                               f"(at least {self.max_query_length + 4})")
-
-
-class MatRankSplit(DocumentModel):
+class MatRankSplit(DocumentModel, spec=MATRANK_SPLIT):
     """MatRank-Split: one preference matrix over every piece of a query's documents (Eqs. 9-12)."""
-
-    paper: ClassVar[str] = (
-        'Luo, Yang, Guo, Li, Niu and Xu, 2022, "MatRank: Text Re-ranking by Latent Preference Matrix" '
-        '(MatRank-Split)'
-    )
-
-    name = "matrank-split"
-    config_class: ClassVar[type[ModelConfig]] = MatRankSplitConfig
-    output_type = PreferenceOutput
-    training_defaults = TrainingDefaults(loss="matrank")
 
     def build_matrix_head(self, dim: int) -> None:
         hidden = int(self.config.hidden) or dim

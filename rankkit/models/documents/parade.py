@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -43,8 +41,9 @@ from torch import nn
 from rankkit.errors import RankkitError
 
 from rankkit.models.base import ActivationCheckpointing
-from rankkit.models.config import ModelConfig, option
-from rankkit.models.documents.base import PassageWindowConfig, PerDocumentModel
+from rankkit.models.documents.base import PerDocumentModel
+from rankkit.models.documents.configs import (PARADE_ATTN, PARADE_AVG, PARADE_CNN, PARADE_MAX, PARADE_SUM,
+                                              PARADE_TRANSFORMER)
 from rankkit.models.documents.passage_score import masked_max
 
 #: PARADE-CNN: "we stack 4 layers of CNN, which halve the number of representations in each layer".
@@ -77,37 +76,29 @@ class Parade(PerDocumentModel):
         return self.score_layer(self.aggregate(p, mask)).squeeze(-1)
 
 
-class ParadeMax(Parade):
+class ParadeMax(Parade, spec=PARADE_MAX):
     """PARADE-Max (Eq. 2): element-wise max over the real passages."""
-
-    name = "parade-max"
 
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return masked_max(p, mask[..., None], dim=1)
 
 
-class ParadeAvg(Parade):
+class ParadeAvg(Parade, spec=PARADE_AVG):
     """PARADE-Avg: the mean of the real passages (``w_i = 1/n``)."""
-
-    name = "parade-avg"
 
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return masked_sum(p, mask) / mask.sum(dim=1, keepdim=True).clamp(min=1).to(p.dtype)
 
 
-class ParadeSum(Parade):
+class ParadeSum(Parade, spec=PARADE_SUM):
     """PARADE-Sum: the sum of the real passages (``w_i = 1``)."""
-
-    name = "parade-sum"
 
     def aggregate(self, p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return masked_sum(p, mask)
 
 
-class ParadeAttn(Parade):
+class ParadeAttn(Parade, spec=PARADE_ATTN):
     """PARADE-Attn (Eqs. 3-4): passage weights ``softmax(W p_i)`` over the real passages."""
-
-    name = "parade-attn"
 
     def build_aggregator(self, dim: int) -> None:
         #: Eq. 3's ``W`` in R^d.
@@ -123,18 +114,8 @@ class ParadeAttn(Parade):
         return masked_sum(self.weights(p, mask)[..., None] * p, mask)  # Eq. 4
 
 
-@dataclass
-class ParadeCNNConfig(PassageWindowConfig):
-    """PARADE-CNN's settings: the windows plus the CNN width."""
-
-    hidden: int = option(0, minimum=0, paper="PARADE Eq. 4", help="CNN filter width; 0 = the encoder width")
-
-
-class ParadeCNN(Parade):
+class ParadeCNN(Parade, spec=PARADE_CNN):
     """PARADE-CNN: 4 width-2 stride-2 convolution layers, every output scored by a FFN, scores summed."""
-
-    name = "parade-cnn"
-    config_class: ClassVar[type[ModelConfig]] = ParadeCNNConfig
 
     def build_head(self, dim: int) -> None:
         # No Eq. 7 layer: the CNN's score is the sum of its FFN scores (an unused W_d would get no gradient).
@@ -173,30 +154,8 @@ class ParadeCNN(Parade):
         return total
 
 
-@dataclass
-class ParadeTransformerConfig(PassageWindowConfig):
-    """PARADE-Transformer's settings: the windows plus the size of the passage position table."""
-
-    position_passages: int | None = option(
-        None, minimum=0, words={"none": 0}, paper="PARADE Table 10 (train on 8, evaluate on 16/32/64 passages)",
-        help="passage positions learned (the most passages rerank --max-passages can score) [default: "
-             "--max-passages]; positions past those seen in training keep their random initialisation. "
-             "none (or 0): no passage positions at all, the passages are an unordered set and rerank may score "
-             "any number of them with trained weights only")
-
-    def resolve(self) -> None:
-        if self.position_passages is None:
-            self.position_passages = self.max_passages
-        if 0 < self.position_passages < self.max_passages:
-            raise RankkitError(f"--position-passages {self.position_passages} is below --max-passages "
-                               f"{self.max_passages}: every trained passage needs a position (or none: no positions)")
-
-
-class ParadeTransformer(Parade, ActivationCheckpointing):
+class ParadeTransformer(Parade, ActivationCheckpointing, spec=PARADE_TRANSFORMER):
     """PARADE-Transformer (Eqs. 5-7): 2 transformer layers over ``(emb_[CLS], p_1..p_n)``."""
-
-    name = "parade-transformer"
-    config_class: ClassVar[type[ModelConfig]] = ParadeTransformerConfig
 
     def build_aggregator(self, dim: int) -> None:
         config = self.pairs.encoder.config

@@ -22,15 +22,14 @@ scores plus every passage score) so both objectives apply.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from rankkit.models.config import ModelConfig, option
-from rankkit.models.documents.base import PassageWindowConfig, PerDocumentModel
+from rankkit.models.documents.base import PerDocumentModel
+from rankkit.models.documents.configs import AVGP, FIRSTP, KMAXP, MAXP, PASSAGE_SCORE_PAPER, SUMP
 from rankkit.models.inputs import GroupBatch
 from rankkit.models.outputs import PassageScoreOutput
 
@@ -46,10 +45,7 @@ def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
 class PassageScoreModel(PerDocumentModel):
     """A linear score per passage, aggregated into a document score by :meth:`pool`."""
 
-    paper: ClassVar[str] = (
-        'Dai and Callan, 2019, "Deeper Text Understanding for IR with Contextual Neural Language Modeling" '
-        '(BERT-MaxP/FirstP/SumP, the baselines of PARADE §3.2)'
-    )
+    paper: ClassVar[str] = PASSAGE_SCORE_PAPER
 
     output_type = PassageScoreOutput
 
@@ -74,25 +70,12 @@ class PassageScoreModel(PerDocumentModel):
         return self.pool(self.scorer(p).squeeze(-1), mask)
 
 
-class MaxP(PassageScoreModel):
+class MaxP(PassageScoreModel, spec=MAXP):
     """BERT-MaxP: the best passage's score."""
 
-    name = "maxp"
 
-
-@dataclass
-class FirstPConfig(PassageWindowConfig):
-    """FirstP reads one window: stride and passage count do not apply."""
-
-    stride: int = option(200, minimum=1, help="unused (one window)", cli=False)
-    max_passages: int = option(16, minimum=1, help="unused (one window)", cli=False, rerank_flag="--max-passages")
-
-
-class FirstP(PassageScoreModel):
+class FirstP(PassageScoreModel, spec=FIRSTP):
     """BERT-FirstP: the first passage's score (the only passage split off and encoded)."""
-
-    name = "firstp"
-    config_class: ClassVar[type[ModelConfig]] = FirstPConfig
 
     def split(self, ids: Sequence[int], rng: np.random.Generator | None) -> list[list[int]]:
         # Only the first window is ever scored, so the others are never encoded.
@@ -102,19 +85,15 @@ class FirstP(PassageScoreModel):
         return s[:, 0]
 
 
-class SumP(PassageScoreModel):
+class SumP(PassageScoreModel, spec=SUMP):
     """SumP: the sum of the real passages' scores."""
-
-    name = "sump"
 
     def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return s.masked_fill(~mask, 0.0).sum(dim=1)
 
 
-class AvgP(PassageScoreModel):
+class AvgP(PassageScoreModel, spec=AVGP):
     """AvgP (PARADE Figure 1a, average pooling): the mean of the real passages' scores."""
-
-    name = "avgp"
 
     def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return s.masked_fill(~mask, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1).to(s.dtype)
@@ -130,19 +109,8 @@ def kmax_mean(s: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
     return top.masked_fill(~keep, 0.0).sum(dim=1) / count.clamp(min=1).to(s.dtype)
 
 
-@dataclass
-class KMaxPConfig(PassageWindowConfig):
-    """The passage windows plus k of the k-max pooling."""
-
-    k: int = option(3, minimum=1, paper="PARADE §3.2, Figure 1a (k-max pooling; k=3 as Birch's top-3)",
-                    help="passage scores averaged: the k highest of each document")
-
-
-class KMaxP(PassageScoreModel):
+class KMaxP(PassageScoreModel, spec=KMAXP):
     """k-max average pooling (PARADE Figure 1a): the mean of the k highest passage scores."""
-
-    name = "kmaxp"
-    config_class: ClassVar[type[ModelConfig]] = KMaxPConfig
 
     def pool(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return kmax_mean(s, mask, int(self.config.k))
