@@ -26,10 +26,18 @@ def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def default_format(output: Optional[str]) -> str:
+    """The box table for a person at a terminal; plain TSV (one value a line, for cut, awk and pandas) when the
+    report goes to a file or a pipe."""
+    to_terminal = output is None or output == "-"
+    return "table" if to_terminal and sys.stdout.isatty() else "tsv"
+
+
 @app.command("eval")
 def eval_command(
-    runs: list[str] = typer.Argument(..., metavar="RUN", help="Run files (TREC format, .gz ok)."),
-    qrels: str = typer.Option(..., "--qrels", help="Qrels file (qid iter docid rel)."),
+    runs: list[str] = typer.Argument(..., metavar="RUN", help="Run files (TREC format, .gz ok); - reads one from "
+                                                                "standard input."),
+    qrels: str = typer.Option(..., "--qrels", help="Qrels file (qid iter docid rel); - reads standard input."),
     measures: Optional[list[str]] = typer.Option(
         None, "--measure", "-m",
         help="Measure, repeatable: ir_measures syntax (nDCG@10, RR(rel=2)@10, AP, R@1000, P@20, ERR@20, "
@@ -39,7 +47,9 @@ def eval_command(
     ),
     per_query: bool = typer.Option(
         False, "--per-query", "-q", help="Also report every query (trec_eval -q)."),
-    fmt: str = typer.Option("table", "--format", "-f", help=f"Output format: {', '.join(FORMATS)}."),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", "-f", help=f"Output format: {', '.join(FORMATS)} [default: table on a terminal, tsv when "
+                                     "the output is a file or a pipe]."),
     output: Optional[str] = typer.Option(
         None, "--output", "-o", help="Write the report here instead of stdout."),
     baseline: Optional[str] = typer.Option(
@@ -76,11 +86,13 @@ def eval_command(
 ) -> None:
     """Evaluate RUN [RUN ...] against --qrels, side by side (averages as trec_eval: over the queries in
     both the qrels and the run, unless -c)."""
-    _choice("--format", fmt, FORMATS)
+    fmt = _choice("--format", fmt, FORMATS) if fmt is not None else default_format(output)
     _choice("--test", test, TESTS)
     _choice("--correction", correction, CORRECTIONS)
 
+    from rankkit.cli.inputs import STDIN, STDIN_PATH, from_stdin, one_stdin
     from rankkit.console import log, warn
+    from rankkit.formats import read_run
     from rankkit.evaluation.evaluate import curve_cutoffs, evaluate, recall_curves, run_names, warn_left_out
     from rankkit.formats.sources import load_qrels
     from rankkit.evaluation.measures import expand_groups, parse_measures
@@ -100,6 +112,7 @@ def eval_command(
     paths = list(runs)
     if baseline is not None and baseline not in paths:
         paths.insert(0, baseline)
+    one_stdin([*paths, qrels], "rankkit eval")
     wants_recall = any(spec.is_recall for spec in specs)
     if plot is not None and len(paths) < 2 and not wants_recall:
         raise RankkitError("--plot needs a baseline and another run, or a recall measure (e.g. R@1000)")
@@ -109,9 +122,10 @@ def eval_command(
 
     # Each run is read query by query (rankkit.evaluation.evaluate): memory does not grow with its length.
     names = run_names(paths)
-    qrels_data = load_qrels(qrels)
-    result = evaluate({name: name for name in names}, qrels_data, specs, complete=complete, max_docs=max_docs,
-                      rel_level=rel_level)
+    qrels_data = load_qrels(from_stdin(qrels))
+    # Standard input is read once, whole: the recall curves of --plot read each run a second time.
+    sources = {name: read_run(STDIN_PATH) if name == STDIN else name for name in names}
+    result = evaluate(sources, qrels_data, specs, complete=complete, max_docs=max_docs, rel_level=rel_level)
     warn_left_out(result)
     significance = None
     if baseline is not None:
@@ -137,7 +151,7 @@ def eval_command(
         if wants_recall:
             longest = max(run_eval.depth for run_eval in result.runs.values())
             curves = recall_curves(
-                {name: name for name in names}, qrels_data, curve_cutoffs(longest, max_docs),
+                sources, qrels_data, curve_cutoffs(longest, max_docs),
                 complete=complete, max_docs=max_docs, rel_level=rel_level)
         plot_evaluation(result, plot, baseline=baseline or paths[0], recall=curves)
         log(f"eval: plot -> {plot}")

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from rankkit.cli.app import app, float_range, int_range
+from rankkit.cli.inputs import from_stdin, one_stdin
 from rankkit.console import log, progress_bar
 from rankkit.errors import RankkitError
 from rankkit.files import check_outputs
@@ -25,8 +26,9 @@ def parse_weights(text: str) -> list[float]:
 @app.command("fuse")
 def fuse_command(
     runs: list[Path] = typer.Argument(
-        ..., metavar="RUN_A RUN_B [RUN ...]", help="Runs to fuse, in order (A first)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Fused run to write (.gz compresses)."),
+        ..., metavar="RUN_A RUN_B [RUN ...]", help="Runs to fuse, in order (A first); - reads one from standard input."),
+    output: Path = typer.Option(..., "--output", "-o", help="Fused run to write (.gz compresses; - writes standard "
+                                                            "output)."),
     method: str = typer.Option(
         ..., "--method", "-m", help=f"Fusion method: {', '.join(FUSION_METHODS)}."),
     depth: Optional[int] = typer.Option(
@@ -64,11 +66,12 @@ def fuse_command(
         raise RankkitError(f"--runtag must be one non-empty word, got {tag!r}")
     # Check method, run count and options before reading (possibly large) inputs.
     check_fusion_options(method, len(runs), k=k, depth=depth, **options)
+    one_stdin(runs, "rankkit fuse")
     # The output is written through an atomic rename, so -o may name one of the runs (rewritten in place).
     check_outputs([("--output", output)])
 
     with progress_bar("q", transient=True) as bar:
         task = bar.add_task(f"fusing ({method})", total=None)
-        queries, lines = fuse_files(runs, output, method, k=k, depth=depth, tag=tag,
+        queries, lines = fuse_files([from_stdin(run) for run in runs], output, method, k=k, depth=depth, tag=tag,
                                     on_query=lambda _: bar.advance(task), **options)
     log(f"fuse: {method} of {len(runs)} runs -> {output} ({queries} queries, {lines} lines)")

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from rankkit.cli.app import app
+from rankkit.cli.inputs import from_stdin
 from rankkit.console import log, progress_bar
 from rankkit.files import check_outputs
 from rankkit.errors import RankkitError
@@ -16,7 +17,8 @@ from rankkit.formats.validate import validate_run
 
 @app.command("validate")
 def validate_command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run file to check (TREC format, .gz ok)."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run file to check (TREC format, .gz ok; - reads standard "
+                                                        "input)."),
     qrels: Optional[Path] = typer.Option(
         None, "--qrels", help="Also check the run's queries against these judgments."),
     fix: Optional[Path] = typer.Option(
@@ -37,7 +39,7 @@ def validate_command(
     check_outputs([("--fix", fix)], [("--qrels", qrels)])
     with progress_bar("line", transient=True) as bar:
         task = bar.add_task("validating", total=None)
-        report = validate_run(run, qrels, on_lines=lambda n: bar.advance(task, n), fix=fix)
+        report = validate_run(from_stdin(run), qrels, on_lines=lambda n: bar.advance(task, n), fix=fix)
     if not quiet:
         for problem in report.problems:
             typer.echo(str(problem))

@@ -101,7 +101,7 @@ def recorded_call(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, run: 
 def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple[str, str], Callable[[str], bool]]:
     """For each stated default, a check that it is what the code does (from the code's own constants and calls)."""
     import rankkit.dense
-    from rankkit.cli import index_cmd, retrieve_cmd
+    from rankkit.cli import eval_cmd, index_cmd, retrieve_cmd
     from rankkit.cli.consistency_cmd import DEFAULT_DEPTHS
     from rankkit.docstore.corpus import default_table_dir
     from rankkit.fusion.comb import fuse_combsum
@@ -216,6 +216,9 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
         ("rerank", "--max-tokens"): max_tokens_say,
         ("index", "--max-tokens"): max_tokens_say,
         ("explain", "--threads"): equal("torch's, the CPU cores"),
+        # Under pytest stdout is captured, not a terminal: the default is TSV (a terminal's is the box table).
+        ("eval", "--format"): lambda text: text == "table on a terminal, tsv when the output is a file or a pipe"
+        and eval_cmd.default_format(None) == "tsv" and eval_cmd.default_format("eval.txt") == "tsv",
     }
 
 
