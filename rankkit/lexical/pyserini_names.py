@@ -11,6 +11,9 @@
   ``msmarco-v1-passage``, ``beir-v1.0.0-scifact.flat``, ...), downloaded, md5-checked and unpacked by
   ``pyserini.util.download_prebuilt_index`` into its cache (``$PYSERINI_CACHE`` or
   ``~/.cache/pyserini/indexes``); a cached index is used without any network access.
+* Offline, a name missing from its cache is one line, exit 2, and nothing reaches stdout: Java's
+  ``System.out`` goes to stderr (null during Anserini's downloads) and Anserini logs at WARN in
+  rankkit's JVM (:mod:`rankkit.lexical.java`); pyserini's ``print`` goes to stderr.
 
 :func:`translate` rewrites such a name on a command line into the local file or folder, so every
 command takes them; a name is looked up only when no file of that name exists.
@@ -111,7 +114,7 @@ def resolve_topics_or_qrels(kind: str, name: str, option: str) -> Path | None:
     from rankkit.lexical.java import autoclass
 
     try:
-        with _stdout_to_stderr():
+        with _java_prints_dropped():
             if kind == "topics":
                 found = autoclass("io.anserini.search.topicreader.TopicReader").getTopicPath(
                     autoclass("java.io.File")(filename).toPath())
@@ -131,13 +134,21 @@ def resolve_topics_or_qrels(kind: str, name: str, option: str) -> Path | None:
 
 def resolve_prebuilt_index(name: str, option: str = "--index") -> Path | None:
     """The local folder of Pyserini's prebuilt Lucene index ``name`` (downloaded into its cache when missing);
-    None when ``name`` is no such index."""
-    if not _candidate(name):
+    None when ``name`` is no such index.
+
+    rankkit's JVM starts first: ``pyserini.prebuilt_index_info`` reads its table from Anserini's classes on
+    import, which would otherwise start a JVM on the ``java`` on ``PATH`` (too old on many machines, and the
+    only JVM the process can have). Offline, a name that is not in the cache is one line: the download URLs
+    are tried before pyserini's download, whose own messages and progress bar would tell the same failure in
+    several lines. (``HF_HUB_OFFLINE`` is the Hugging Face hub's switch, not applied to Pyserini's hosts.)
+    """
+    if not _candidate(name) or importlib.util.find_spec("pyserini") is None:
         return None
-    try:
-        from pyserini import prebuilt_index_info
-    except ImportError:
-        return None
+    from rankkit.lexical.java import start_jvm
+
+    start_jvm()
+    from pyserini import prebuilt_index_info
+
     info = prebuilt_index_info.TF_INDEX_INFO.get(name)
     if info is None:
         return None
@@ -147,12 +158,34 @@ def resolve_prebuilt_index(name: str, option: str = "--index") -> Path | None:
         cached = _cached_index(util, name, info)
         if cached is not None:
             return cached
+        where = f"{util.get_cache_home()}/indexes"
+        _check_reachable(name, option, info, where)
         try:
             return Path(util.download_prebuilt_index(name, verbose=False))
         except Exception as err:  # pyserini raises ValueError/AssertionError/OSError on failed downloads
             detail = " ".join(str(err).split())[:200] or type(err).__name__
             raise RankkitError(f"{option} {name}: Pyserini's prebuilt index could not be downloaded into "
-                               f"{util.get_cache_home()}/indexes ({detail})") from None
+                               f"{where} ({detail})") from None
+
+
+def _check_reachable(name: str, option: str, info: dict[str, object], where: str) -> None:
+    """Refuse (one line) a download that cannot start: no URL of the index answers."""
+    import urllib.error
+    import urllib.request
+
+    reasons = []
+    for url in [str(u) for u in info.get("urls") or []]:  # type: ignore[attr-defined]
+        request = urllib.request.Request(url, headers={"User-Agent": "Mozilla/5.0"})  # as pyserini's download
+        try:
+            with urllib.request.urlopen(request, timeout=30):  # headers only: the body is pyserini's to fetch
+                return
+        except urllib.error.HTTPError as err:
+            reasons.append(f"HTTP {err.code} {err.reason}")
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reasons.append(" ".join(str(getattr(err, "reason", err)).split()) or type(err).__name__)
+    if reasons:
+        raise RankkitError(f"{option} {name}: Pyserini's prebuilt index is not in its cache ({where}) and cannot be "
+                           f"downloaded ({reasons[0][:160]}); download it once online, or give a local index")
 
 
 def _cached_index(util: object, name: str, info: dict[str, object]) -> Path | None:
@@ -163,6 +196,21 @@ def _cached_index(util: object, name: str, info: dict[str, object]) -> Path | No
     stem = re.sub(r"\.tar\.gz.*$", "", str(info.get("filename") or str(urls[0]).split("/")[-1]))
     folder = Path(util.get_cache_home()) / "indexes" / f"{stem}.{info.get('md5')}"  # type: ignore[attr-defined]
     return folder if folder.is_dir() else None
+
+
+@contextlib.contextmanager
+def _java_prints_dropped() -> Iterator[None]:
+    """Anserini's downloads print "Downloading qrels from ..." with System.out.println: offline, a second line
+    before rankkit's one-line error. Java's ``System.out`` is a null stream meanwhile (log4j keeps its own)."""
+    from rankkit.lexical.java import autoclass
+
+    system = autoclass("java.lang.System")
+    before = system.out
+    system.setOut(autoclass("java.io.PrintStream")(autoclass("java.io.OutputStream").nullOutputStream()))
+    try:
+        yield
+    finally:
+        system.setOut(before)
 
 
 @contextlib.contextmanager

