@@ -9,6 +9,13 @@ a redrawn bar is noise, so the bar is off and a heartbeat line is printed instea
 so that a long job in a log says what it is doing and when it will end: the count moves (long
 inner loops report their batches through :func:`report_work`), the rate and the ETA come from the
 work done so far, and the last line gives the true overall rate.
+
+In a Jupyter notebook the bars are one output of the cell, updated in place through IPython's display
+updates (plain text, and HTML for a live front end) rather than rich's live display, whose widget needs
+a live front end: a notebook executed without one (``jupyter nbconvert --execute``, nbclient, papermill)
+kept a bar frozen where its last redraw happened (97 %, even 0 %), showed ``Output()`` on GitHub and
+logged "No such comm". The last update is the finished state, so a saved notebook shows each bar at its
+true total, and GitHub renders the text.
 """
 
 from __future__ import annotations
@@ -227,17 +234,84 @@ def work_reporter(listener: Callable[[int, int], None]) -> Iterator[None]:
         _work_listener.reset(token)
 
 
+#: Seconds between a notebook's redraws of its bars (the display message is small; the eye sees no lag).
+NOTEBOOK_REFRESH_SECONDS = 0.5
+#: Characters of a notebook bar's text.
+BAR_WIDTH = 30
+
+
+def text_bar(task: Task, unit: str, width: int = BAR_WIDTH) -> str:
+    """``━━━━━━━━━━────── re-ranking: 30/60 pairs (50.0%), ...`` of one task as plain text (a saved notebook,
+    GitHub): a bar of its fraction done, then its :func:`heartbeat_line`; no bar without a total."""
+    line = heartbeat_line(task, unit)
+    if not task.total:
+        return line
+    filled = int(round(min(max(task.completed / task.total, 0.0), 1.0) * width))
+    return f"{'━' * filled}{'─' * (width - filled)} {line}"
+
+
+class NotebookProgress(HeartbeatProgress):
+    """Progress in a notebook cell: one display output redrawn in place (``text/plain`` for any reader,
+    ``text/html`` with a ``<progress>`` bar for a live front end) every :data:`NOTEBOOK_REFRESH_SECONDS`,
+    and once more when the bars stop, with where they ended (a transient bar's output is cleared). No widget,
+    so no comm: the saved notebook holds the final text."""
+
+    def __init__(self, *columns: Any, unit: str = "it", **kwargs: Any) -> None:
+        kwargs.pop("disable", None)
+        kwargs.pop("interval", None)
+        super().__init__(*columns, unit=unit, interval=NOTEBOOK_REFRESH_SECONDS, disable=True, **kwargs)
+        self._handle: Any = None
+
+    def _bundle(self) -> dict[str, str]:
+        import html
+
+        tasks = [task for task in self.tasks if task.visible and task.started]
+        lines = [text_bar(task, self.unit) for task in tasks]
+        rows = []
+        for task in tasks:
+            bar = (f'<progress value="{task.completed:g}" max="{task.total:g}" style="width:12em"></progress> '
+                   if task.total else "")
+            rows.append(f"<div>{bar}<code>{html.escape(heartbeat_line(task, self.unit))}</code></div>")
+        return {"text/plain": "\n".join(lines), "text/html": "".join(rows)}
+
+    def beat(self) -> None:
+        bundle = self._bundle()
+        if self._handle is None:
+            from IPython.display import display
+
+            self._handle = display(bundle, raw=True, display_id=True)
+        else:
+            self._handle.update(bundle, raw=True)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._halt.set()
+            self._thread.join()
+            self._thread = None
+        if self.live.transient:
+            if self._handle is not None:
+                self._handle.update({"text/plain": ""}, raw=True)
+        elif any(task.visible and task.started for task in self.tasks):
+            self.beat()  # the finished state: what the saved notebook keeps
+        self._beats = 0
+        super(HeartbeatProgress, self).stop()
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (rich's test: an IPython ZMQ shell)."""
+    return bool(err_console.is_jupyter)
+
+
 def progress_bar(unit: str = "it", *, transient: bool = False,
                  get_time: Callable[[], float] | None = None) -> HeartbeatProgress:
     """A rich progress bar on stderr with count, items/s, elapsed time and ETA.
 
     Use as ``with progress_bar("q") as bar: task = bar.add_task("searching", total=n)``.
-    When stderr is not a terminal or a notebook (logs, CI, pipes) the bar is off (a redrawn bar is noise in a
-    file) and a heartbeat line is printed every :func:`heartbeat_seconds` instead. ``get_time`` is
-    the clock (tests pass a fake one).
+    When stderr is not a terminal (logs, CI, pipes) the bar is off (a redrawn bar is noise in a
+    file) and a heartbeat line is printed every :func:`heartbeat_seconds` instead; in a notebook it is a
+    :class:`NotebookProgress`. ``get_time`` is the clock (tests pass a fake one).
     """
-    terminal = err_console.is_terminal or err_console.is_jupyter  # a notebook draws rich's bar in its cell
-    return HeartbeatProgress(
+    columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -245,10 +319,9 @@ def progress_bar(unit: str = "it", *, transient: bool = False,
         RateColumn(unit),
         TimeElapsedColumn(),
         EtaColumn(),
-        console=err_console,
-        transient=transient,
-        disable=not terminal,
-        unit=unit,
-        interval=0.0 if terminal else heartbeat_seconds(),
-        get_time=get_time,
     )
+    if in_notebook():
+        return NotebookProgress(*columns, console=err_console, transient=transient, unit=unit, get_time=get_time)
+    terminal = err_console.is_terminal
+    return HeartbeatProgress(*columns, console=err_console, transient=transient, disable=not terminal, unit=unit,
+                             interval=0.0 if terminal else heartbeat_seconds(), get_time=get_time)
