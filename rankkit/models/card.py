@@ -172,12 +172,13 @@ def render(model: RankingModel, meta: Mapping[str, Any], folder: Path, *, name: 
     if not isinstance(metrics, dict):
         metrics = {}
     if metrics:
-        lines += ["The last values the trainer recorded (`loss`: the last logged training loss; the others: the "
-                  "last dev evaluation, and the best one).", "", "| measure | value |", "| --- | --- |"]
+        lines += ["The last values the trainer recorded (`loss`: the mean training loss over the last `loss_steps` "
+                  "optimiser steps, as the last line of metrics.csv; the others: the last dev evaluation, and the best "
+                  "one).", "", "| measure | value |", "| --- | --- |"]
         lines += [f"| {_plain(key, cell=True)} | {value:.4f} |" if isinstance(value, float)
                   else f"| {_plain(key, cell=True)} | {_plain(value, cell=True)} |"
                   for key, value in sorted(metrics.items(), key=lambda item: str(item[0]))]
-    if not any(key != "loss" for key in metrics):
+    if not any(key not in ("loss", "loss_steps") for key in metrics):
         lines += ["", "No dev set was given (`rankkit train --dev GROUPS` evaluates one)."]
     linked = [f"- [{file}]({file}): {what}" for file, what in TRAINING_FILES.items() if (folder / file).exists()]
     if linked:

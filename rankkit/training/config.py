@@ -90,7 +90,8 @@ class TrainConfig:
 
 @dataclass
 class StepInfo:
-    """What callbacks see after each optimiser step."""
+    """What callbacks see after each optimiser step (``loss``: this step's own loss; what is logged is the mean
+    over the steps since the previous log line)."""
 
     step: int
     total_steps: int

@@ -4,7 +4,8 @@ Every run of ``rankkit train`` writes, in its output folder:
 
 * ``metrics.csv``: one row per logged step (every ``--log-every`` steps, the last step, and every
   dev evaluation) with the columns :data:`COLUMNS`: ``step, epoch, loss, lr, dev_mrr, dev_ndcg@10,
-  seconds`` (dev cells empty where no dev evaluation ran; ``seconds`` since training began,
+  seconds`` (``loss``: the mean training loss over the steps since the previous row, as train.log's
+  ``loss`` with its ``loss_steps``; dev cells empty where no dev evaluation ran; ``seconds`` since training began,
   continued across ``--resume``). Appended a line at a time, so ``tail -f`` and pandas can read it
   while training runs;
 * ``training.png``: the training loss (each logged value and a smoothed line) and the dev metrics

@@ -383,7 +383,10 @@ class Trainer:
         curves = (TrainingCurves(self.output, title=f"{self.output.name}: rankkit train --model {self.model.name}",
                                  report_to=c.report_to, resume_step=None if self.resume_from is None else self.step)
                   if dist.main else None)
-        running, started, start_step = 0.0, time.perf_counter(), self.step
+        # The loss that is logged (train.log, metrics.csv, TensorBoard, the bar, the final line, the model card) is
+        # the mean over the steps since the previous log line (loss_steps of them), not one step's value: one
+        # step's loss swings with its batch, so the bar could end at 3.21 while the card said 6.05.
+        window, window_steps, shown, started, start_step = 0.0, 0, None, time.perf_counter(), self.step
         prepared = step_batches(self.batches, self.model, self.step, self.total_steps, workers=self.workers,
                                 thread=self.prefetch_thread)
         with progress_bar("ex", transient=False) as bar:
@@ -393,25 +396,32 @@ class Trainer:
                 epoch = self.step // self.steps_per_epoch
                 lr_now = float(self.scheduler.get_last_lr()[0])
                 step_loss = self.train_step(next(prepared))
-                running = step_loss if self.step == start_step + 1 else 0.98 * running + 0.02 * step_loss
-                self.metrics["loss"] = step_loss
+                window, window_steps = window + step_loss, window_steps + 1
                 rate = (self.step - start_step) * self.global_batch / max(time.perf_counter() - started, 1e-9)
-                logged = self.step % c.log_every == 0 or self.step == self.total_steps
+                evaluating = self.step % self.steps_per_epoch == 0 or self.step == self.total_steps
+                # A dev evaluation writes a metrics.csv row, so it is a log line too: every record has the same loss.
+                logged = (self.step % c.log_every == 0 or self.step == self.total_steps
+                          or (evaluating and bool(self.dev_groups)))
+                mean = window / window_steps
+                if logged:
+                    shown = f"loss {mean:.4f} (mean of {window_steps} steps)"
+                    self.metrics.update(loss=mean, loss_steps=window_steps)
                 if dist.main:
-                    bar.update(task, advance=self.global_batch, description=f"training loss {running:.4f} lr {lr_now:.2e}")
+                    bar.update(task, advance=self.global_batch,
+                               description=f"training {shown or f'loss {mean:.4f} (mean so far)'} lr {lr_now:.2e}")
                     if logged:
-                        rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "epoch": epoch, "loss": step_loss,
-                                                                   "lr": lr_now, "examples_per_s": round(rate, 2)})
+                        rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "epoch": epoch, "loss": mean,
+                                                                   "loss_steps": window_steps, "lr": lr_now,
+                                                                   "examples_per_s": round(rate, 2)})
                 for callback in callbacks:
                     callback(StepInfo(self.step, self.total_steps, epoch, step_loss, lr_now))
-                dev = None
-                if self.step % self.steps_per_epoch == 0 or self.step == self.total_steps:
-                    dev = self.evaluate(epoch)
-                if curves is not None and (logged or dev is not None):
-                    curves.log(self.step, epoch, loss=step_loss, lr=lr_now, dev=dev,
-                               seconds=time.perf_counter() - started)
+                dev = self.evaluate(epoch) if evaluating else None
+                if curves is not None and logged:
+                    curves.log(self.step, epoch, loss=mean, lr=lr_now, dev=dev, seconds=time.perf_counter() - started)
                     if dev is not None and self.step < self.total_steps:
                         curves.plot()  # the picture at each dev evaluation (and at the end, below)
+                if logged:
+                    window, window_steps = 0.0, 0
                 if c.save_every is not None and self.step % c.save_every == 0 and self.step < self.total_steps:
                     self.save_step()
         digests = dist.gather(params_digest(self.model))
@@ -424,7 +434,8 @@ class Trainer:
             rs.append_log(self.output / rs.TRAIN_LOG, {"step": self.step, "event": "done", "replica_digests": digests,
                                                        "seconds": round(time.perf_counter() - started, 3)})
             log(f"saved {self.model.name} to {self.output} ({self.step} steps, loss "
-                f"{self.metrics.get('loss', float('nan')):.4f})")
+                f"{self.metrics.get('loss', float('nan')):.4f}: the mean of the last {self.metrics.get('loss_steps', 0)} "
+                f"steps)")
         if curves is not None:
             curves.close()
         dist.barrier()

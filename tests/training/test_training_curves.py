@@ -229,3 +229,28 @@ def test_read_train_log_merges_loss_and_dev_lines(tmp_path: Path) -> None:
     assert read_train_log(log) == [{"step": 2.0, "epoch": 0.0, "loss": 0.5, "lr": 1e-3, "dev_mrr": 0.25,
                                     "dev_ndcg@10": 0.5}]
     assert Curves("x", read_train_log(log)).dev_columns() == ["dev_mrr", "dev_ndcg@10"]
+
+
+def test_the_logged_loss_is_the_mean_since_the_previous_log_line(data: dict[str, Path], tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39: one step's loss was logged, so the bar could end at 3.21 while the final line, metrics.csv and the
+    model card said 6.05; each record is now the mean over its steps and says how many (loss_steps)."""
+    steps: list[StepInfo] = []
+    out = tmp_path / "run"
+    capsys.readouterr()
+    result = train(config(data, out), [steps.append])
+    err = capsys.readouterr().err
+    rows = csv_rows(out / METRICS_CSV)[1]
+    ends = [int(r["step"]) for r in rows]
+    assert ends == [4, 6, 8, 12]  # --log-every 4, the dev evaluations at 6 and 12
+    starts = [0, *ends[:-1]]
+    means = [sum(s.loss for s in steps[a:b]) / (b - a) for a, b in zip(starts, ends)]
+    assert means[-1] != steps[-1].loss  # the last step alone says something else
+    assert [float(r["loss"]) for r in rows] == pytest.approx(means, rel=1e-9)
+    logged = [r for r in log_records(out) if "loss" in r]
+    assert [(r["step"], r["loss_steps"]) for r in logged] == [(4, 4), (6, 2), (8, 2), (12, 4)]
+    assert [r["loss"] for r in logged] == pytest.approx(means, rel=1e-12)
+    assert result.metrics["loss"] == pytest.approx(means[-1], rel=1e-12) and result.metrics["loss_steps"] == 4
+    assert f"loss {means[-1]:.4f}: the mean of the last 4 steps" in err
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert f"| loss | {means[-1]:.4f} |" in card and "| loss\\_steps | 4 |" in card and "last `loss_steps`" in card
