@@ -230,7 +230,7 @@ def check_argument_order(runs: object, qrels: object) -> None:
 def evaluate(
     runs: Mapping[str, RunSource],
     qrels: Qrels,
-    measures: Sequence[str | MeasureSpec] | None = None,
+    measures: Sequence[object] | None = None,
     *,
     complete: bool = False,
     max_docs: int | None = None,
@@ -242,7 +242,8 @@ def evaluate(
     The order is runs, then qrels, as everywhere in rankkit's Python API (and ir_measures' ``calc(qrels,
     run)`` reversed, on purpose: the run is what is being evaluated). ``runs`` maps names to runs in
     memory, run files (read query by query) or ``(qid, docs)`` streams. ``measures`` are strings in
-    ir_measures or trec_eval syntax, or parsed :class:`MeasureSpec`. ``complete`` is ``trec_eval -c``,
+    ir_measures or trec_eval syntax, ir_measures measure objects (``ir_measures.nDCG@10``), or parsed
+    :class:`MeasureSpec`. ``complete`` is ``trec_eval -c``,
     ``max_docs`` is ``-M``, ``rel_level`` is ``-l`` (applied to string measures; parsed specs already
     carry their ``rel``).
     """

@@ -340,12 +340,25 @@ def parse_measure(spec: str, *, rel_level: int | None = None) -> list[MeasureSpe
     return specs
 
 
-def parse_measures(specs: Iterable[str] | None, *, rel_level: int | None = None) -> list[MeasureSpec]:
+def measure_text(value: object) -> str:
+    """A measure as text: a name in ir_measures or trec_eval syntax as it is, an ir_measures measure object
+    (``ir_measures.nDCG@10``, ``ir_measures.RR(rel=2)@10``) as its canonical name."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, ir_measures.measures.Measure):
+        return str(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    raise RankkitError(f"a measure is a name (nDCG@10, ndcg_cut.10, ...) or an ir_measures measure "
+                       f"(ir_measures.nDCG@10), not a {type(value).__name__} ({shown})")
+
+
+def parse_measures(specs: Iterable[object] | None, *, rel_level: int | None = None) -> list[MeasureSpec]:
     """Parse every ``-m`` value (default: :data:`DEFAULT_MEASURES`); repeated labels are kept once.
 
-    ``official`` and ``all_trec`` expand as in trec_eval (see :func:`expand_groups`).
+    Each is a name or an ir_measures measure object (:func:`measure_text`). ``official`` and ``all_trec``
+    expand as in trec_eval (see :func:`expand_groups`).
     """
-    names, _ = expand_groups(list(specs) if specs else list(DEFAULT_MEASURES))
+    names, _ = expand_groups([measure_text(spec) for spec in specs] if specs else list(DEFAULT_MEASURES))
     out: list[MeasureSpec] = []
     seen: set[str] = set()
     for name in names:

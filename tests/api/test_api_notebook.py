@@ -239,7 +239,7 @@ BAD_CALLS: list[tuple[str, Callable[[], Any], str]] = [
     ("a score that is text", lambda: rankkit.evaluate({"1": {"a": "x"}}, QRELS), "'x' is not a number"),
     ("a NaN score", lambda: rankkit.evaluate({"1": {"a": float("nan")}}, QRELS), "is not a finite number"),
     ("a fractional label", lambda: rankkit.evaluate({"1": {"a": 1.0}}, {"1": {"a": 0.5}}), "label 0.5 is not an integer"),
-    ("measures as a number", lambda: rankkit.evaluate({"1": {"a": 1.0}}, {"1": {"a": 1}}, 5), "measures must be"),
+    ("measures as a number", lambda: rankkit.evaluate({"1": {"a": 1.0}}, {"1": {"a": 1}}, 5), "not a int (5)"),
     ("a frame without docno", lambda: rankkit.evaluate(pandas.DataFrame({"qid": ["1"], "score": [1.0]}), QRELS),
      "has no 'docno' or 'docid' or 'doc_id' column (its columns: qid, score)"),
     ("a frame with a NaN score", lambda: rankkit.evaluate(
