@@ -1,7 +1,7 @@
 """rankkit: multi-stage neural text ranking from the command line and from Python.
 
 The Python API (:mod:`rankkit.api`) is reachable from here: ``rankkit.search``, ``rankkit.dense_search``,
-``rankkit.rerank``, ``rankkit.fuse``, ``rankkit.evaluate``, ``rankkit.experiment``, ``rankkit.train``,
+``rankkit.rerank``, ``rankkit.fuse``, ``rankkit.evaluate``, ``rankkit.experiment``, ``rankkit.mine``, ``rankkit.train``,
 ``rankkit.load_model``, the readers (``rankkit.read_run``, ``rankkit.load_topics``, ...) and the
 DataFrame converters ``rankkit.to_frame`` / ``rankkit.from_frame``. They are imported on first use, so ``import
 rankkit`` loads no torch, transformers or Java and changes no global state (environment, logging).
@@ -21,13 +21,13 @@ from rankkit.version import __version__
 
 #: Names forwarded to :mod:`rankkit.api` on first access.
 API: tuple[str, ...] = ("dense_search", "evaluate", "experiment", "from_frame", "fuse", "load_model", "load_qrels",
-                        "load_topics", "read_qrels", "read_run", "read_topics", "rerank", "search", "to_frame", "train",
-                        "write_run")
+                        "load_topics", "mine", "read_qrels", "read_run", "read_topics", "rerank", "search", "to_frame",
+                        "train", "write_run")
 
 if TYPE_CHECKING:  # for type checkers and IDEs only; at run time __getattr__ imports lazily
     from rankkit.api import (  # noqa: F401
-        dense_search, evaluate, experiment, from_frame, fuse, load_model, load_qrels, load_topics, read_qrels, read_run,
-        read_topics, rerank, search, to_frame, train, write_run,
+        dense_search, evaluate, experiment, from_frame, fuse, load_model, load_qrels, load_topics, mine, read_qrels,
+        read_run, read_topics, rerank, search, to_frame, train, write_run,
     )
 
 

@@ -38,11 +38,11 @@ from __future__ import annotations
 from rankkit.api.evaluation import evaluate, experiment, write_run
 from rankkit.api.inputs import Measures, Passages, PathLike, QrelsLike, Queries, RunLike
 from rankkit.api.ranking import _load, dense_search, fuse, load_model, rerank, search
-from rankkit.api.training import train
+from rankkit.api.training import mine, train
 from rankkit.formats import read_qrels, read_run, read_topics
 from rankkit.formats.frames import from_frame, to_frame
 from rankkit.formats.sources import load_qrels, load_topics
 
 __all__ = ["Measures", "Passages", "PathLike", "QrelsLike", "Queries", "RunLike", "_load", "dense_search", "evaluate",
-           "experiment", "from_frame", "fuse", "load_model", "load_qrels", "load_topics", "read_qrels", "read_run",
-           "read_topics", "rerank", "search", "to_frame", "train", "write_run"]
+           "experiment", "from_frame", "fuse", "load_model", "load_qrels", "load_topics", "mine", "read_qrels",
+           "read_run", "read_topics", "rerank", "search", "to_frame", "train", "write_run"]

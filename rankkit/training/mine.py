@@ -34,9 +34,10 @@ draws them, and trains to the same weights as on the groups with texts.
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Literal, Mapping
+from typing import Callable, Iterable, Iterator, Literal, Mapping
 
 from rankkit.console import log, progress_bar, warn
 from rankkit.docstore import DocStore
@@ -190,7 +191,7 @@ def teacher_list_group(qid: str, query: str, top: list[tuple[str, float]], judge
 
 
 def iter_mined_groups(
-    run: PathLike,
+    run: PathLike | Iterable[tuple[str, list[tuple[str, float]]]],
     qrels: Mapping[str, Mapping[str, int]],
     topics: Mapping[str, str],
     store: DocStore,
@@ -198,13 +199,15 @@ def iter_mined_groups(
     report: MineReport,
     on_query: Callable[[], None] | None = None,
 ) -> Iterator[TrainingGroup]:
-    """Stream one training group per usable query of ``run`` (see the module docstring).
+    """Stream one training group per usable query of ``run`` (see the module docstring): a run file, or its
+    queries in memory as ``(qid, ranking in trec_eval order)`` pairs (:func:`rankkit.formats.sort_ranking`).
 
     ``on_query()`` is called as each query of the run is reached (progress bars).
     """
     config.check()
     seen: set[str] = set()
-    for qid, ranking in iter_run_queries(run):
+    rankings = iter_run_queries(run) if isinstance(run, (str, os.PathLike)) else run
+    for qid, ranking in rankings:
         if on_query is not None:
             on_query()
         seen.add(qid)
@@ -299,9 +302,14 @@ def _at_least_one(groups: Iterator[TrainingGroup], report: MineReport, run: Path
     """Pass ``groups`` through; raise at the end if there was none, so the empty output is never renamed into place."""
     yield from groups
     if report.written == 0:
-        raise RankkitError(
-            f"no training group could be built from {run}: {report.no_positive:,} queries have no positive "
-            f"in the qrels, {report.not_in_topics:,} are not in the topics, {report.no_text:,} have no "
-            f"positive with text, {report.no_negatives:,} no negative candidate (do run, qrels and topics "
-            "share query ids?); nothing written"
-        )
+        raise no_group_error(report, str(run))
+
+
+def no_group_error(report: MineReport, run: str) -> RankkitError:
+    """Why no training group could be built from ``run`` (one line, the counts of each reason)."""
+    return RankkitError(
+        f"no training group could be built from {run}: {report.no_positive:,} queries have no positive "
+        f"in the qrels, {report.not_in_topics:,} are not in the topics, {report.no_text:,} have no "
+        f"positive with text, {report.no_negatives:,} no negative candidate (do run, qrels and topics "
+        "share query ids?); nothing written"
+    )
