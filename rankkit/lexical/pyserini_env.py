@@ -21,14 +21,15 @@ exports (``JAVA_HOME``, ``PATH`` with that Java and this environment's ``python`
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
-import shlex
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:  # importlib.abc imports importlib.resources, tempfile, shutil: 9 ms on every Python start-up
+    import importlib.abc
+    import importlib.machinery
 
 VECTOR_MODULE = "jdk.incubator.vector"
 VECTOR_MODULE_OPTION = f"--add-modules={VECTOR_MODULE}"
@@ -105,8 +106,8 @@ def configure_jnius(jnius_config: ModuleType, home: str | os.PathLike[str] | Non
         drop_vector_option(jnius_config)
 
 
-class _Loader(importlib.abc.Loader):
-    """The real loader of a watched module, with rankkit's fix around its execution."""
+class _Loader:
+    """The real loader of a watched module, with rankkit's fix around its execution (an importlib.abc.Loader)."""
 
     def __init__(self, loader: importlib.abc.Loader, name: str) -> None:
         self.loader, self.name = loader, name
@@ -130,8 +131,9 @@ class _Loader(importlib.abc.Loader):
         return getattr(self.loader, name)
 
 
-class PyseriniHook(importlib.abc.MetaPathFinder):
-    """Finds ``jnius_config`` and ``pyserini.encode._openai`` through the other finders and wraps their loaders."""
+class PyseriniHook:
+    """Finds ``jnius_config`` and ``pyserini.encode._openai`` through the other finders and wraps their loaders
+    (an importlib.abc.MetaPathFinder)."""
 
     WATCHED = frozenset({"jnius_config", "pyserini.encode._openai"})
 
@@ -145,7 +147,7 @@ class PyseriniHook(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _Loader(spec.loader, fullname)
+                    spec.loader = _Loader(spec.loader, fullname)  # type: ignore[assignment]
                 return spec
         return None
 
@@ -183,6 +185,8 @@ def shell_exports() -> dict[str, str]:
 
 def format_exports(exports: dict[str, str]) -> str:
     """POSIX shell ``export`` lines (bash, zsh, dash), values quoted for ``eval``."""
+    import shlex
+
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in exports.items())
 
 
