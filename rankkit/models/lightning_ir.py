@@ -209,6 +209,13 @@ def _check_exportable(model: RankingModel) -> Any:
     from rankkit.models.cross_encoders.mono import Mono
     from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder, CrossPairEncoder
 
+    if isinstance(model, Mono) and isinstance(model.pairs, ClassifierPairEncoder):
+        head = type(model.pairs.encoder).__name__
+        raise RankkitError(f"this mono scores with its backbone's own classification head ({head}: --hf-head, the "
+                           "default of rankkit train --model mono), which passes [CLS] through the backbone's pooler or "
+                           "a hidden layer before its linear layer; lightning-ir's mono is one linear layer on the raw "
+                           "[CLS], so it cannot hold this head exactly: train with --rankkit-head (--encoder cross "
+                           "--hidden 0) for a mono that exports")
     if not isinstance(model, Mono) or not isinstance(model.pairs, CrossPairEncoder) \
             or isinstance(model.pairs, ClassifierPairEncoder) or not isinstance(model.head, torch.nn.Linear):
         raise RankkitError(f"lightning-ir export takes a set-encoder or a mono --rankkit-head model with a linear head "

@@ -122,8 +122,11 @@ def test_exports_read_back_with_the_same_scores(cli: Callable[..., Any], trained
 
 
 def test_exports_of_other_models_are_refused(cli: Callable[..., Any], trained: dict[str, Path], tmp_path: Path) -> None:
+    # The mono rankkit train writes by default (--hf-head): refused in one line that says why and which flag exports.
     result = cli("export", trained["mono-hf"], tmp_path / "x", "--format", "lightning-ir")
-    assert result.code == 2 and "lightning-ir export takes a set-encoder or a mono --rankkit-head" in result.stderr
+    assert result.code == 2 and len(result.stderr.splitlines()) == 1
+    assert "(BertForSequenceClassification: --hf-head, the default of rankkit train --model mono)" in result.stderr
+    assert "train with --rankkit-head (--encoder cross --hidden 0) for a mono that exports" in result.stderr
     assert not (tmp_path / "x").exists()
     busy = tmp_path / "busy"
     busy.mkdir()
