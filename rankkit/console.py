@@ -21,6 +21,7 @@ true total, and GitHub renders the text.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -45,14 +46,22 @@ from rich.text import Text
 err_console = Console(stderr=True, soft_wrap=True)
 
 
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (rich's test: an IPython ZMQ shell)."""
+    return bool(err_console.is_jupyter)
+
+
 def log(message: str) -> None:
     """Print one progress/status line to stderr (rich markup allowed)."""
+    if in_notebook():  # a plain stderr line: rich's notebook output keeps ANSI colour codes in its saved text
+        sys.stderr.write(Text.from_markup(message).plain + "\n")
+        return
     err_console.print(message, highlight=False)
 
 
 def warn(message: str) -> None:
     """Print a warning line to stderr."""
-    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    log(f"[yellow]warning:[/yellow] {message}")
 
 
 #: The task field holding how much was done when the task was added (a resumed training run).
@@ -295,11 +304,6 @@ class NotebookProgress(HeartbeatProgress):
             self.beat()  # the finished state: what the saved notebook keeps
         self._beats = 0
         super(HeartbeatProgress, self).stop()
-
-
-def in_notebook() -> bool:
-    """True inside a Jupyter kernel (rich's test: an IPython ZMQ shell)."""
-    return bool(err_console.is_jupyter)
 
 
 def progress_bar(unit: str = "it", *, transient: bool = False,
