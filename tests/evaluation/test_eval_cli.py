@@ -29,7 +29,7 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_default_measures_side_by_side(cli) -> None:
-    result = cli("eval", "--qrels", QRELS, BM25, ADA2)
+    result = cli("eval", "--qrels", QRELS, BM25, ADA2, "--format", "table")
     assert result.code == 0, result.stderr
     header = result.stdout.splitlines()[1]
     for label in ("nDCG@10", "RR@10", "AP", "R@1000"):
@@ -64,7 +64,7 @@ def test_baseline_significance_is_deterministic(cli, tmp_path: Path) -> None:
     assert cli(*args).stdout == first.stdout
     changed = json.loads(cli(*args, "--seed", "2").stdout)[str(ADA2)]["significance"]["map"]
     assert changed["p_randomization"] != data[str(ADA2)]["significance"]["map"]["p_randomization"]
-    table = cli("eval", "--qrels", QRELS, BM25, ADA2, "--baseline", BM25, "-m", "nDCG@10",
+    table = cli("eval", "--qrels", QRELS, BM25, ADA2, "--format", "table", "--baseline", BM25, "-m", "nDCG@10",
                 "--test", "t", "--correction", "bonferroni")
     assert "0.7035†" in table.stdout and "paired t-test, Bonferroni-corrected" in table.stdout
 
@@ -96,7 +96,7 @@ def test_queries_missing_from_qrels_are_left_out_with_a_warning(cli, tiny) -> No
     assert json.loads(result.stdout)[str(run)] == {"P.1": 0.5, "num_q": 2}
     complete = cli("eval", "--qrels", qrels, run, "-m", "P.1", "-m", "num_q", "-c", "--format", "json")
     assert json.loads(complete.stdout)[str(run)] == {"P.1": pytest.approx(1 / 3), "num_q": 3}
-    assert "-c, as trec_eval -c" in cli("eval", "--qrels", qrels, run, "-c").stdout
+    assert "-c, as trec_eval -c" in cli("eval", "--qrels", qrels, run, "-c", "--format", "table").stdout
 
 
 def test_max_docs_and_rel_level(cli, tiny) -> None:
@@ -105,7 +105,7 @@ def test_max_docs_and_rel_level(cli, tiny) -> None:
     assert json.loads(cut.stdout)[str(run)] == {"recall.10": 0.5}  # query 2 loses c at rank 2
     strict = cli("eval", "--qrels", qrels, run, "-m", "recall.10", "-l", "2", "--format", "json")
     assert json.loads(strict.stdout)[str(run)] == {"recall.10": 0.5}  # query 1 has no label >= 2
-    assert "-l 2" in cli("eval", "--qrels", qrels, run, "-l", "2").stdout
+    assert "-l 2" in cli("eval", "--qrels", qrels, run, "-l", "2", "--format", "table").stdout
 
 
 def test_ties_and_unsorted_ranks_are_fine(cli, tmp_path: Path, tiny) -> None:
