@@ -214,6 +214,11 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
         ("index", "--batch-size"): lambda text: text == "64 on the CPU; on CUDA as many as --max-tokens allows"
         and dense_build["batch_size"] is None,
         ("rerank", "--max-tokens"): max_tokens_say,
+        # rankkit serve loads its model as rerank does (rankkit.serve.open_service: the same session options).
+        ("serve", "--batch-size"): lambda text: text == "32 on the CPU; on CUDA as many as --max-tokens allows"
+        and session_batching("cpu").rows == 32 and session_batching("cuda").rows >= 1024,
+        ("serve", "--max-tokens"): max_tokens_say,
+        ("serve", "--threads"): equal("torch's, the CPU cores"),
         ("index", "--max-tokens"): max_tokens_say,
         ("explain", "--threads"): equal("torch's, the CPU cores"),
         # Under pytest stdout is captured, not a terminal: the default is TSV (a terminal's is the box table).

@@ -119,6 +119,7 @@ def test_embed_vectors_equal_the_session_encoding(backbone: Path, tmp_path: Path
     scores = {r["index"]: r["score"] for r in rerank.json}
     assert max(abs(scores[i] - float(queries[0] @ documents_[i])) for i in range(len(texts))) <= 1e-5
     assert info["family"] == "bi-encoder" and "/embed" in info["endpoints"]
+    assert info["served_model_name"] == str(checkpoint) == floats.json["model"]  # unless --served-model-name
 
 
 def test_info_names_the_model_and_runtime(backbone: Path, tmp_path: Path) -> None:
