@@ -20,9 +20,13 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="rankkit-test-hf-home-")
 os.environ.pop("HF_HUB_CACHE", None)
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import json
+import platform
+import resource
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -69,9 +73,9 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     return run
 
 
-#: Markers by test module (paths relative to tests/; a folder ends in "/"): ``java`` starts the JVM
-#: (Anserini), ``openvino`` runs the OpenVINO backend, ``slow`` is a module whose tests take 2.5 s or
-#: more in all (measured with ``pytest --durations=0``). ``make test-fast`` runs the rest in under a minute.
+#: Capability markers by test module (paths relative to tests/; a folder ends in "/"): ``java`` starts the JVM
+#: (Anserini), ``openvino`` runs the OpenVINO backend. ``slow`` is not listed by hand: it follows from the measured
+#: CPU time of each module in :data:`DURATIONS` (:func:`slow_modules`).
 MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "java": ("lexical/", "docstore/test_docstore.py", "training/test_mine.py", "test_pipeline_e2e.py",
              "reliability/test_interrupts.py", "reliability/test_bad_inputs.py", "api/test_api.py",
@@ -80,23 +84,72 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
              "reliability/test_reliability_jvm.py"),
     "openvino": ("runtime/test_runtime.py", "cli/test_cli_runtime.py", "reliability/test_reliability_interrupts.py",
                  "reliability/test_reliability_concurrency.py", "runtime/test_runtime_auto.py"),
-    "slow": ("reliability/", "runtime/test_runtime.py", "reranking/test_distributed_inference.py", "api/",
-             "models/test_plugin_entry_points.py", "test_hub.py", "test_console.py", "test_doctor.py",
-             "test_pipeline_e2e.py", "training/test_training_ddp.py", "training/test_training_recipes.py",
-             "training/test_training_precision.py", "training/test_training_curves.py",
-             "training/test_training_frozen.py", "training/test_training_loader.py", "training/test_training_schedule.py",
-             "training/test_training_engine.py", "training/test_training_data.py", "cli/test_cli_models.py",
-             "cli/test_cli_runtime.py", "formats/test_formats_interop.py", "fusion/test_fusion.py",
-             "models/test_models_bigbird.py", "lexical/", "runtime/test_gpu_suite.py", "serve/"),
 }
 TESTS = Path(__file__).resolve().parent
+
+#: CPU seconds (this process and the child processes it waited for: CLI subprocesses, notebook kernels) each test
+#: module took, measured with ``make durations`` (``RANKKIT_RECORD_DURATIONS=1``: every module run is written back
+#: here) and committed, with the machine, its load and the date.
+DURATIONS = TESTS / "durations.json"
+#: A module that took this much CPU or more is ``slow``: ``make test-fast`` (``pytest --fast``) leaves it out.
+SLOW_MODULE_CPU_SECONDS = 1.5
+#: ``pytest --fast`` fails when a module takes more than this many times its measured CPU (and at least the floor
+#: more, for modules measured near zero), capped at twice the slow threshold: past that it belongs to the slow set.
+BUDGET_FACTOR, BUDGET_FLOOR_SECONDS = 3.0, 1.0
+#: ``pytest --fast`` fails when the run, as it measures itself at its end (collection and imports included), took more
+#: CPU than this: 27 s leaves room for the interpreter's start and exit (~2-3 s) under make test-fast's 30 s.
+FAST_RUN_CPU_SECONDS = 27.0
+RECORD_ENV = "RANKKIT_RECORD_DURATIONS"
+FAST_MARKERS = "not slow and not java and not openvino"
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and of its finished children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.path.resolve().relative_to(TESTS).as_posix()
+
+
+def measured() -> dict[str, float]:
+    """Each module's recorded CPU seconds (:data:`DURATIONS`)."""
+    if not DURATIONS.is_file():
+        return {}
+    modules = json.loads(DURATIONS.read_text(encoding="utf-8"))["modules"]
+    return {name: float(seconds) for name, seconds in modules.items()}
+
+
+def slow_modules(modules: dict[str, float]) -> set[str]:
+    """The modules ``make test-fast`` leaves out: measured at :data:`SLOW_MODULE_CPU_SECONDS` or more."""
+    return {name for name, seconds in modules.items() if seconds >= SLOW_MODULE_CPU_SECONDS}
+
+
+def budget(seconds: float) -> float:
+    """The most CPU a fast module measured at ``seconds`` may take in a ``--fast`` run."""
+    return min(max(BUDGET_FACTOR * seconds, seconds + BUDGET_FLOOR_SECONDS), 2 * SLOW_MODULE_CPU_SECONDS)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true",
+                     help=f"make test-fast: only '{FAST_MARKERS}' (slow: measured at {SLOW_MODULE_CPU_SECONDS:g} s of "
+                          f"CPU or more in tests/durations.json), each module within its CPU budget, the whole run "
+                          f"within {FAST_RUN_CPU_SECONDS:g} s of CPU")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for marker, what in (("java", "starts the JVM (Anserini through pyserini)"),
                          ("openvino", "runs the OpenVINO backend (compiles models, calibrates int8)"),
-                         ("slow", "in a test module that takes 2.5 s or more (make test-fast leaves it out)")):
+                         ("slow", f"in a test module measured at {SLOW_MODULE_CPU_SECONDS:g} s of CPU or more "
+                                  "(tests/durations.json; make test-fast leaves it out)")):
         config.addinivalue_line("markers", f"{marker}: {what}")
+    if config.getoption("--fast"):
+        config.option.markexpr = FAST_MARKERS
+    if config.getoption("--fast") or os.environ.get(RECORD_ENV):
+        # torch and transformers' model classes imported up front: their ~4 s of CPU would otherwise land on whichever
+        # module first needs them, so a module's measured time would depend on the order the run took.
+        import rankkit.models.backbone  # noqa: F401
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -104,10 +157,78 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     first: a fork after OpenVINO (the backend tests) has started its thread pools hands the workers a
     broken copy of them (seen in the suite: batches that differ from the in-thread ones, once a segfault
     at worker shutdown). A `rankkit train` process never loads OpenVINO; only a test session mixes the two."""
+    modules = measured()
+    slow = slow_modules(modules)
+    unmeasured: set[str] = set()
     for item in items:
-        where = item.path.resolve().relative_to(TESTS).as_posix()
+        where = module_of(item)
         for marker, places in MODULE_MARKS.items():
             if any(where == place or (place.endswith("/") and where.startswith(place)) for place in places):
                 item.add_marker(marker)
+        if where in slow:
+            item.add_marker("slow")
+        elif where not in modules:
+            item.add_marker("slow")  # left out of the fast run until measured (pytest --fast says so)
+            if not any(item.get_closest_marker(capability) for capability in MODULE_MARKS):
+                unmeasured.add(where)
+    config.stash[UNMEASURED] = unmeasured
     forking = [item for item in items if item.path.name == "test_training_loader.py"]
     items[:] = forking + [item for item in items if item.path.name != "test_training_loader.py"]
+
+
+UNMEASURED = pytest.StashKey[set[str]]()
+_module_cpu: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's CPU (setup, call, teardown; a module-scoped fixture counts in its module) added to its module's."""
+    start = cpu_seconds()
+    yield
+    where = module_of(item)
+    _module_cpu[where] = _module_cpu.get(where, 0.0) + cpu_seconds() - start
+
+
+def fast_run_problems(module_cpu: dict[str, float], unmeasured: set[str], total: float,
+                      modules: dict[str, float]) -> list[str]:
+    """Why a ``--fast`` run breaks its promise: a module that could be fast but was never measured, a module over its
+    budget (its marker drifted: it belongs to the slow set now), the whole run over :data:`FAST_RUN_CPU_SECONDS`."""
+    problems = [f"{name}: not measured in tests/durations.json (make durations, or {RECORD_ENV}=1 pytest tests/{name}); "
+                "it is left out of the fast run until it is" for name in sorted(unmeasured)]
+    for name, seconds in sorted(module_cpu.items()):
+        if name in modules and seconds > budget(modules[name]):
+            problems.append(f"{name}: took {seconds:.1f} s of CPU, over its budget of {budget(modules[name]):.1f} s "
+                            f"(measured {modules[name]:.2f} s): make it faster, or re-measure (make durations) and it "
+                            f"moves to the slow set at {SLOW_MODULE_CPU_SECONDS:g} s")
+    if total > FAST_RUN_CPU_SECONDS:
+        problems.append(f"the fast run took {total:.1f} s of CPU, over its {FAST_RUN_CPU_SECONDS:g} s")
+    return problems
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    total = cpu_seconds()
+    if os.environ.get(RECORD_ENV) and _module_cpu:
+        record_durations(_module_cpu)
+    if config.getoption("--fast"):
+        problems = fast_run_problems(_module_cpu, config.stash.get(UNMEASURED, set()), total, measured())
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"fast run: {total:.1f} s of CPU (budget {FAST_RUN_CPU_SECONDS:g} s), "
+                                f"{len(_module_cpu)} modules")
+            for problem in problems:
+                reporter.write_line(f"FAST RUN BUDGET: {problem}", red=True)
+        if problems and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def record_durations(cpu: dict[str, float]) -> None:
+    """Write the modules just run into :data:`DURATIONS` (the others keep their values), with where and when."""
+    data = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.is_file() else {"modules": {}}
+    data["modules"].update({name: round(seconds, 2) for name, seconds in cpu.items()})
+    data["modules"] = dict(sorted(data["modules"].items()))
+    data["measured"] = {"machine": platform.machine(), "cores": os.cpu_count(),
+                        "load_average": [round(x, 2) for x in os.getloadavg()], "date": time.strftime("%Y-%m-%d"),
+                        "what": "CPU seconds per test module: user + system, this process and its waited-for "
+                                "children, setup and teardown included, torch imported before the first module"}
+    DURATIONS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
