@@ -61,6 +61,7 @@ def main() -> int:
     parser.add_argument("--collections", nargs="+", default=["med", "cisi", "time", "npl"])
     parser.add_argument("--model", default="repbert")
     parser.add_argument("--checkpoint", default=None)
+    parser.add_argument("--label", default=None, help="names the saved runs (default: the model)")
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS))
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--sample-depth", type=int, default=20)
@@ -70,12 +71,15 @@ def main() -> int:
     import rankkit
     from rankkit.cpu import describe_cpu
     from rankkit.evaluation import evaluate
-    from rankkit.formats import read_qrels, read_run, read_topics
+    from rankkit.formats import read_qrels, read_run, read_topics, write_run
     from rankkit.formats.corpus import iter_corpus
 
     args.output.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"cpu": describe_cpu(), "model": args.model, "checkpoint": args.checkpoint,
-                               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "collections": {}}
+    out_json = args.output / f"results-{args.label or args.model}.json"
+    results: dict[str, Any] = json.loads(out_json.read_text(encoding="utf-8")) if out_json.is_file() else {}
+    results.update({"cpu": describe_cpu(), "model": args.model, "checkpoint": args.checkpoint,
+                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    results.setdefault("collections", {})
     for name in args.collections:
         folder = collection(args.data, args.output, name, args.depth)
         run, topics = read_run(folder / "bm25.run"), read_topics(folder / "topics.tsv")
@@ -85,7 +89,12 @@ def main() -> int:
         words = sorted(len(texts[d].split()) for q in qids for d in run[q])
         scores: dict[str, dict[str, dict[str, float]]] = {}
         seconds: dict[str, float] = {}
+        label = args.label or args.model
         for system in args.systems:
+            saved = folder / f"{label}-{system.replace(' ', '-')}.run"
+            if saved.is_file():  # measured before: reused (the table's seconds are then those of that run)
+                scores[system], seconds[system] = read_run(saved), float("nan")
+                continue
             backend, quantize, precision = SYSTEMS[system]
             model = rankkit.load_model(args.model, args.checkpoint, backend=backend, quantize=quantize,
                                        precision=precision, threads=args.threads)
@@ -93,6 +102,7 @@ def main() -> int:
             scores[system] = rankkit.rerank(model, {q: run[q] for q in qids}, topics, texts, depth=args.depth,
                                             show_progress=False)
             seconds[system] = time.perf_counter() - started
+            write_run(saved, scores[system], f"{label}-{system.replace(' ', '-')}")
         reference = scores["torch fp32"]
         rows = {}
         for system in args.systems:
@@ -107,13 +117,15 @@ def main() -> int:
                             "tau_first3_min": min(taus[:3]), "tau_mean": sum(taus) / len(taus),
                             "top10_first3_mean": sum(overlaps[:3]) / 3}
         base = rows["torch fp32"]["ndcg10"]
-        results["collections"][name] = {"queries": len(qids), "words_median": words[len(words) // 2],
+        results["collections"][f"{name} {label}"] = {"queries": len(qids), "words_median": words[len(words) // 2],
                                         "words_max": words[-1], "systems": rows}
         for system, row in rows.items():
             print(f"{name:5} {system:20} nDCG@10 {row['ndcg10']:.4f} ({row['ndcg10'] - base:+.4f})  tau mean "
                   f"{row['tau_mean']:.3f} first-3 min {row['tau_first3_min']:.3f}  top10 first-3 "
                   f"{row['top10_first3_mean']:.2f}  {row['seconds']:.1f} s", flush=True)
-        (args.output / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"{name:5} {len(qids)} queries, passages median {words[len(words) // 2]} words, longest {words[-1]}",
+              flush=True)
+        out_json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

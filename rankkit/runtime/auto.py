@@ -298,10 +298,14 @@ def property_check(model: RankingModel) -> str:
     return ", ".join(done)
 
 
-#: The self-check on the user's own input (issue 41): the run's first queries, at most this many candidates each.
-SAMPLE_QUERIES, SAMPLE_DEPTH, SAMPLE_TEXTS = 3, 20, 48
-#: What a lossy row must keep on that sample against torch fp32 (calibration: docs/RESULTS.md issue 41).
-MIN_SAMPLE_TAU, MIN_SAMPLE_TOP10 = 0.80, 0.80
+#: The self-check on the user's own input (issue 41): the run's first queries, at most this many candidates each
+#: (100 pairs: about a second of torch fp32 for MiniLM on 2 cores).
+SAMPLE_QUERIES, SAMPLE_DEPTH, SAMPLE_TEXTS = 5, 20, 48
+#: What a lossy row must keep on that sample against torch fp32, averaged over its queries: Kendall's tau and top-10
+#: agreement. A guard against gross drift, not a measure of a 0.005 nDCG change (five queries cannot resolve one):
+#: every int8 and bf16 row measured on MEDLINE, NPL, CISI and TIME kept a mean tau of 0.93 or more there
+#: (docs/RESULTS.md issue 41).
+MIN_SAMPLE_TAU, MIN_SAMPLE_TOP10 = 0.85, 0.85
 
 
 @dataclass(frozen=True)
@@ -403,10 +407,11 @@ def sample_check(model: RankingModel, torch_modules: Sequence[tuple[EncoderSlot,
     taus = [kendall_tau(r.tolist(), g.tolist()) for r, g in zip(reference_scores, got_scores)]
     tops = [top_agreement(r.tolist(), g.tolist()) for r, g in zip(reference_scores, got_scores)]
     pairs = sum(len(c) for c in lists)
-    measure = (f"on this input's first {len(lists)} queries ({pairs} pairs): Kendall's tau to torch fp32 min "
-               f"{min(taus):.3f}, top-10 agreement min {min(tops):.2f}")
-    if not (min(taus) >= MIN_SAMPLE_TAU and min(tops) >= MIN_SAMPLE_TOP10):
-        raise RankkitError(f"{measure} (needs tau >= {MIN_SAMPLE_TAU}, top-10 >= {MIN_SAMPLE_TOP10})")
+    tau, top = sum(taus) / len(taus), sum(tops) / len(tops)
+    measure = (f"on this input's first {len(lists)} queries ({pairs} pairs): Kendall's tau to torch fp32 mean "
+               f"{tau:.3f} (min {min(taus):.3f}), top-10 agreement mean {top:.2f}")
+    if not (tau >= MIN_SAMPLE_TAU and top >= MIN_SAMPLE_TOP10):
+        raise RankkitError(f"{measure} (needs means of tau >= {MIN_SAMPLE_TAU}, top-10 >= {MIN_SAMPLE_TOP10})")
     return measure
 
 

@@ -254,8 +254,8 @@ def test_train_records_the_precision_that_ran(cli: Any, backbone: Path, tmp_path
 def test_the_sample_is_the_first_queries_and_candidates() -> None:
     lists = [[f"q{i} text {j}" for j in range(30)] for i in range(5)]
     sample = auto.InputSample.of_lists([f"query {i}" for i in range(5)], [lists[0], ["alone"], *lists[2:]])
-    assert sample.queries == ("query 0", "query 2", "query 3")  # a one-candidate list tells nothing about order
-    assert [len(c) for c in sample.candidates] == [auto.SAMPLE_DEPTH] * 3 and bool(sample)
+    assert sample.queries == ("query 0", "query 2", "query 3", "query 4")  # a one-candidate list tells nothing
+    assert [len(c) for c in sample.candidates] == [auto.SAMPLE_DEPTH] * 4 and bool(sample)
     assert not auto.InputSample() and len(auto.InputSample.of_texts(["t"] * 100).texts) == auto.SAMPLE_TEXTS
 
 
@@ -287,7 +287,7 @@ def test_auto_falls_back_when_its_choice_disagrees_on_the_users_input(backbone: 
     model = build_model(get_model_class("mono"), backbone).eval()
     assert sampled_load(model, monkeypatch).runtime == Runtime("openvino", "none", None, "fp32")
     err = capsys.readouterr().err
-    assert "not onnx int8 (on this input's first 3 queries (18 pairs): Kendall's tau to torch fp32 min" in err
+    assert "not onnx int8 (on this input's first 3 queries (18 pairs): Kendall's tau to torch fp32 mean" in err
     assert not isinstance(model.pairs.encoder, OrtEncoder) or "fp32" in model.pairs.encoder.label
     torch.manual_seed(0)  # the same weights: the same export, whose remembered failure is reused
     again = build_model(get_model_class("mono"), backbone).eval()
@@ -323,6 +323,6 @@ def test_rerank_checks_auto_on_the_runs_own_pairs(cli: Any, backbone: Path, tmp_
     args = ["rerank", "--model", "mono", "--checkpoint", checkpoint, "--run", tmp_path / "first.run", "--topics",
             topics, "--corpus", corpus, "--device", "cpu"]
     result = cli(*args, "-o", tmp_path / "auto.run")
-    assert result.code == 0 and "on this input's first 3 queries (60 pairs)" in result.stderr, result.stderr
+    assert result.code == 0 and "on this input's first 4 queries (80 pairs)" in result.stderr, result.stderr
     explicit = cli(*args, "-o", tmp_path / "int8.run", "--backend", "onnx", "--quantize", "int8")
     assert explicit.code == 0 and "this input's" not in explicit.stderr  # the user's own choice is not second-guessed
