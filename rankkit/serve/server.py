@@ -104,11 +104,15 @@ class _Server(uvicorn.Server):
     """uvicorn's server, with rankkit's signal handling (drain, then return: no signal re-raised) and a line
     naming the address once it listens."""
 
-    def __init__(self, config: uvicorn.Config, url: str, on_listening: Callable[[str], None] | None) -> None:
+    def __init__(self, config: uvicorn.Config, url: str, on_listening: Callable[[str], None] | None,
+                 in_flight: Callable[[], int] = lambda: 0) -> None:
         super().__init__(config)
         self.url = url
         self.on_listening = on_listening
+        self.in_flight = in_flight
         self.received: list[int] = []
+        #: Requests admitted and not yet answered when the first signal came.
+        self.in_flight_at_signal: int | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -131,8 +135,10 @@ class _Server(uvicorn.Server):
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         if not self.received:
+            self.in_flight_at_signal = self.in_flight()
             logging.getLogger("rankkit.serve").info(
-                "%s: finishing the requests in flight, then stopping", signal.Signals(signum).name)
+                "%s: finishing the %d requests in flight, then stopping", signal.Signals(signum).name,
+                self.in_flight_at_signal)
         self.received.append(signum)
         self.handle_exit(signum, frame)
 
@@ -149,7 +155,7 @@ def make_server(service: Service, sock: socket.socket, *, access_log: bool = Fal
         timeout_graceful_shutdown=int(math.ceil(service.limits.request_timeout)) + 5, timeout_keep_alive=5,
         server_header=False, proxy_headers=False,
     )
-    return _Server(config, f"http://{shown}:{port}", on_listening)
+    return _Server(config, f"http://{shown}:{port}", on_listening, lambda: service.in_flight)
 
 
 def exposed(host: str) -> bool:
