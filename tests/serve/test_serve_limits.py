@@ -186,11 +186,14 @@ def test_truncation_is_reported_or_refused(url: str) -> None:
 
 
 def blocked(service: Any) -> tuple[threading.Event, list[int]]:
-    """Make the service's model worker wait for the returned event before each batch; counts batches scored."""
+    """Make the service's model worker wait for the returned event before each batch (``service.entered`` is set
+    once it waits); counts the batches scored."""
     release, calls = threading.Event(), []
+    service.entered = threading.Event()
     original = service.batcher._score
 
     def score(batch: Any) -> Any:
+        service.entered.set()
         assert release.wait(30)
         calls.append(len(batch))
         return original(batch)
@@ -223,7 +226,7 @@ def test_timeout_is_503_and_a_queued_request_is_never_scored(checkpoint: Path) -
     release, calls = blocked(service)
     with serving(service) as address, concurrent.futures.ThreadPoolExecutor(2) as pool:
         first = pool.submit(post, address, "/rerank", GOOD)
-        time.sleep(0.2)  # the first is in the worker (blocked); the second waits in the queue
+        assert service.entered.wait(10)  # the first is in the worker (blocked); the second waits in the queue
         second = pool.submit(post, address, "/rerank", {"query": "car", "texts": ["car engine"]})
         scoring, waiting = first.result(), second.result()
         one_line_error(scoring, 503, "being scored")
