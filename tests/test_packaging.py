@@ -1,5 +1,6 @@
 """Installing rankkit prints no setuptools warnings (issue 39: 55 lines of them for the deprecated ``license``
-table): the package metadata builds with warnings as errors, and carries the SPDX licence and its file."""
+table, and an "Editable installation" notice): the package metadata and the editable wheel build with warnings as
+errors, and the metadata carries the SPDX licence and its file."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ def test_the_metadata_builds_without_a_warning(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "rankkit", tmp_path / "rankkit", ignore=shutil.ignore_patterns("__pycache__"))
-    code = "from setuptools import build_meta\nprint(build_meta.prepare_metadata_for_build_wheel('meta'))"
+    # The metadata, and the editable wheel `pip install -e .` (make install) builds.
+    code = ("from setuptools import build_meta\nbuild_meta.build_editable('wheel')\n"
+            "print(build_meta.prepare_metadata_for_build_wheel('meta'))")
     (tmp_path / "meta").mkdir()
+    (tmp_path / "wheel").mkdir()
     done = subprocess.run([sys.executable, "-W", "error", "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
