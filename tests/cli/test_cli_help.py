@@ -171,7 +171,6 @@ def true_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[tuple
         ("index", "--nlist"): equal(dense_build["nlist"]),
         ("index", "--pq-m"): equal(dense_build["pq_m"]),
         ("index", "--pq-bits"): equal(dense_build["pq_bits"]),
-        ("index", "--batch-size"): equal(dense_build["batch_size"]),
         ("index", "--chunk-size"): equal(dense_build["chunk_size"]),
         ("index", "--device"): equal(dense_build["device"]),
         ("index", "--max-query-length"): lambda text: models_say(text, setting("max_query_length")),
