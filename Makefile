@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q tests
 
-# The fast subset (no JVM, no OpenVINO, no module measured at 1.5 s of CPU or more in tests/durations.json): under
+# The fast subset (no JVM, no OpenVINO, no module measured at 1.2 s of CPU or more in tests/durations.json): under
 # 30 s of CPU, enforced by pytest --fast (tests/conftest.py). Bytecode is cached here whatever the shell says:
 # recompiling rankkit and the test modules (and pytest's assertion rewriting) every run costs ~8 s of CPU.
 test-fast: $(STAMP)

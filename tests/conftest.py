@@ -92,7 +92,7 @@ TESTS = Path(__file__).resolve().parent
 #: here) and committed, with the machine, its load and the date.
 DURATIONS = TESTS / "durations.json"
 #: A module that took this much CPU or more is ``slow``: ``make test-fast`` (``pytest --fast``) leaves it out.
-SLOW_MODULE_CPU_SECONDS = 1.5
+SLOW_MODULE_CPU_SECONDS = 1.2
 #: ``pytest --fast`` fails when a module takes more than this many times its measured CPU (and at least the floor
 #: more, for modules measured near zero), capped at twice the slow threshold: past that it belongs to the slow set.
 BUDGET_FACTOR, BUDGET_FLOOR_SECONDS = 3.0, 1.0

@@ -37,11 +37,13 @@ def test_the_measured_fast_subset_fits_its_cpu_budget() -> None:
 
 
 def test_a_module_over_its_budget_an_unmeasured_one_and_a_long_run_fail_the_fast_run() -> None:
-    measured = {"a.py": 0.1, "b.py": 1.4}
-    assert conftest.budget(0.1) == 1.1 and conftest.budget(1.4) == 2 * conftest.SLOW_MODULE_CPU_SECONDS
-    assert conftest.slow_modules({"a.py": 0.1, "c.py": conftest.SLOW_MODULE_CPU_SECONDS}) == {"c.py"}
-    assert conftest.fast_run_problems({"a.py": 1.0, "b.py": 2.9}, set(), 20.0, measured) == []
-    problems = conftest.fast_run_problems({"a.py": 1.2, "b.py": 3.1}, {"new.py"}, 31.0, measured)
+    slow = conftest.SLOW_MODULE_CPU_SECONDS
+    near = slow - 0.1  # a fast module measured just under the threshold: its budget is capped at twice it
+    measured = {"a.py": 0.1, "b.py": near}
+    assert conftest.budget(0.1) == 1.1 and conftest.budget(near) == 2 * slow
+    assert conftest.slow_modules({"a.py": 0.1, "c.py": slow}) == {"c.py"}
+    assert conftest.fast_run_problems({"a.py": 1.0, "b.py": 2 * slow - 0.1}, set(), 20.0, measured) == []
+    problems = conftest.fast_run_problems({"a.py": 1.2, "b.py": 2 * slow + 0.1}, {"new.py"}, 31.0, measured)
     assert len(problems) == 4
     assert problems[0].startswith("new.py: not measured") and problems[1].startswith("a.py: took 1.2 s of CPU, over")
-    assert problems[2].startswith("b.py: took 3.1 s") and "the fast run took 31.0 s of CPU" in problems[3]
+    assert problems[2].startswith(f"b.py: took {2 * slow + 0.1:.1f} s") and "the fast run took 31.0 s of CPU" in problems[3]
