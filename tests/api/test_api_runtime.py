@@ -135,7 +135,7 @@ def test_what_is_not_given_is_torch_fp32_on_torch_and_chosen_elsewhere(monkeypat
     import rankkit.runtime as runtime
 
     asked: list[Any] = []
-    monkeypatch.setattr(runtime, "load_for_inference", lambda name, checkpoint, rt, device: asked.append(rt))
+    monkeypatch.setattr(runtime, "load_for_inference", lambda name, checkpoint, rt, device, sample=None: asked.append(rt))
     for backend, quantize, precision in [("torch", None, None), ("auto", None, None), ("openvino", None, "fp32"),
                                          ("auto", "none", None)]:
         rankkit.api._load("mono", None, backend, quantize, precision, None, "cpu")
