@@ -133,12 +133,13 @@ def test_runtime_mistakes_are_one_line(call: Any, message: str) -> None:
 
 def test_what_is_not_given_is_torch_fp32_on_torch_and_chosen_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     import rankkit.runtime as runtime
+    from rankkit.api import ranking
 
     asked: list[Any] = []
     monkeypatch.setattr(runtime, "load_for_inference", lambda name, checkpoint, rt, device, sample=None: asked.append(rt))
     for backend, quantize, precision in [("torch", None, None), ("auto", None, None), ("openvino", None, "fp32"),
                                          ("auto", "none", None)]:
-        rankkit.api._load("mono", None, backend, quantize, precision, None, "cpu")
+        ranking._load("mono", None, backend, quantize, precision, None, "cpu")
     assert [(r.backend, r.quantize, r.precision) for r in asked] == [
         ("torch", "none", "fp32"), ("auto", "auto", "auto"), ("openvino", "auto", "fp32"), ("auto", "none", "auto")]
 
