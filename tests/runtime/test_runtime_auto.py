@@ -41,6 +41,15 @@ def on_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:
     monkeypatch.setattr(auto, "AUTO_MIN_PARAMETERS", 0)
 
 
+def with_int8_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An AVX2 table whose first re-ranking rows are ONNX Runtime's int8, as before issue 41 dropped them: the
+    checks of a lossy row (quality, properties, the user's own input) are tested on it."""
+    int8 = ("onnx", "int8", "fp32", "1.7x (a test row)", "a test row")
+    rows = [*auto._rows("avx2", "bi-encoder", "rerank", "a test", int8),
+            *auto._rows("avx2", "cross-encoder", "rerank", "a test", int8)]
+    monkeypatch.setattr(auto, "TABLE", (*rows, *auto.TABLE))
+
+
 @pytest.mark.parametrize("flags, expected, bf16", [
     (AVX2, "avx2", False),
     (ZEN4, "avx512-bf16", True),
@@ -81,7 +90,7 @@ def test_every_table_row_runs_and_names_its_machine() -> None:
     assert all((r.backend, r.quantize) != ("openvino", "int8") for r in auto.rows_for("avx2", "cross-encoder"))
 
 
-@pytest.mark.parametrize("flags, first", [(AVX2, ("onnx", "int8", "fp32")), (ZEN4, ("openvino", "int8", "bf16"))])
+@pytest.mark.parametrize("flags, first", [(AVX2, ("openvino", "none", "fp32")), (ZEN4, ("openvino", "none", "bf16"))])
 def test_candidates_follow_the_cpu_class(backbone: Path, monkeypatch: pytest.MonkeyPatch, flags: frozenset[str],
                                          first: tuple[str, str, str]) -> None:
     on_cpu(monkeypatch, flags)
@@ -123,6 +132,7 @@ def test_auto_runs_the_first_row_that_passes_its_quality_check(backbone: Path, m
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """On an AVX2 CPU mono's first row is onnx int8; a failed check on real text moves on to the lossless row."""
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     model = build_model(get_model_class("mono"), backbone).eval()
     reference = model.rerank_scores(QUERIES, CANDIDATES)
     monkeypatch.setattr(auto, "MIN_CORRELATION", 1.01)  # no int8 run can agree this well
@@ -138,6 +148,7 @@ def test_auto_runs_the_first_row_that_passes_its_quality_check(backbone: Path, m
 def test_auto_int8_passes_the_check_on_real_text(backbone: Path, monkeypatch: pytest.MonkeyPatch, cache: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     monkeypatch.setattr(auto, "MIN_CORRELATION", -1.0)  # the tiny random model's int8 need not be good
     model = build_model(get_model_class("repbert"), backbone).eval()
     monkeypatch.setattr(auto, "MIN_COSINE_MEAN", -1.0)
@@ -167,6 +178,7 @@ def test_auto_refuses_a_backend_that_breaks_what_the_model_keeps(backbone: Path,
     """Issue 37: a faster row that breaks a property the model states is not taken: the log line says why, the
     model's encoder is put back, and the next row runs."""
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE"):
         monkeypatch.setattr(auto, name, -1.0)  # the tiny random model's int8 need not be good
     checked = auto.property_check
@@ -203,6 +215,7 @@ def test_the_property_check_catches_what_it_names(backbone: Path, monkeypatch: p
 def test_auto_checks_the_properties_of_what_it_chooses(backbone: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE"):
         monkeypatch.setattr(auto, name, -1.0)
     model = build_model(get_model_class("repbert"), backbone).eval()
@@ -280,6 +293,7 @@ def test_auto_falls_back_when_its_choice_disagrees_on_the_users_input(backbone: 
     """A lossy row that passes the bundled-text check but reorders the run's own first lists is not taken; the log
     names the numbers; the lossless row runs. The outcome is remembered for inputs of the same lengths."""
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE"):
         monkeypatch.setattr(auto, name, -1.0)
     monkeypatch.setattr(auto, "MIN_SAMPLE_TAU", 1.01)  # no int8 ranking can agree this well
@@ -299,6 +313,7 @@ def test_auto_falls_back_when_its_choice_disagrees_on_the_users_input(backbone: 
 def test_auto_keeps_a_choice_that_agrees_on_the_users_input(backbone: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE", "MIN_SAMPLE_TAU", "MIN_SAMPLE_TOP10"):
         monkeypatch.setattr(auto, name, -1.0)
     torch.manual_seed(0)
@@ -314,6 +329,7 @@ def test_auto_keeps_a_choice_that_agrees_on_the_users_input(backbone: Path, monk
 def test_rerank_checks_auto_on_the_runs_own_pairs(cli: Any, backbone: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     on_cpu(monkeypatch, AVX2)
+    with_int8_rows(monkeypatch)
     for name in ("MIN_CORRELATION", "MIN_COSINE_MEAN", "MIN_COSINE", "MIN_SAMPLE_TAU", "MIN_SAMPLE_TOP10"):
         monkeypatch.setattr(auto, name, -1.0)
     checkpoint = save_model(build_model(get_model_class("mono"), backbone), tmp_path / "mono", {})
