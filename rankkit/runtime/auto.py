@@ -281,8 +281,8 @@ def property_check(model: RankingModel) -> str:
 
 
 #: The self-check on the user's own input (issue 41): the run's first queries, at most this many candidates each
-#: (100 pairs: about a second of torch fp32 for MiniLM on 2 cores).
-SAMPLE_QUERIES, SAMPLE_DEPTH, SAMPLE_TEXTS = 5, 20, 48
+#: (64 pairs: a few seconds of torch fp32 for MiniLM on 2 cores, paid once per export, CPU and input length).
+SAMPLE_QUERIES, SAMPLE_DEPTH, SAMPLE_TEXTS = 4, 16, 48
 #: What a lossy row must keep on that sample against torch fp32, averaged over its queries: Kendall's tau and top-10
 #: agreement. A guard against gross drift, not a measure of a 0.005 nDCG change (five queries cannot resolve one):
 #: every int8 and bf16 row measured on MEDLINE, NPL, CISI and TIME kept a mean tau of 0.93 or more there

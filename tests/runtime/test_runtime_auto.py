@@ -339,6 +339,6 @@ def test_rerank_checks_auto_on_the_runs_own_pairs(cli: Any, backbone: Path, tmp_
     args = ["rerank", "--model", "mono", "--checkpoint", checkpoint, "--run", tmp_path / "first.run", "--topics",
             topics, "--corpus", corpus, "--device", "cpu"]
     result = cli(*args, "-o", tmp_path / "auto.run")
-    assert result.code == 0 and "on this input's first 4 queries (80 pairs)" in result.stderr, result.stderr
+    assert result.code == 0 and "on this input's first 4 queries (64 pairs)" in result.stderr, result.stderr
     explicit = cli(*args, "-o", tmp_path / "int8.run", "--backend", "onnx", "--quantize", "int8")
     assert explicit.code == 0 and "this input's" not in explicit.stderr  # the user's own choice is not second-guessed
