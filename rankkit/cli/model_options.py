@@ -306,13 +306,13 @@ def _dense_index(args: list[str]) -> bool:
 
 
 def setup_for(args: list[str]) -> bool:
-    """Before the CLI parses ``args``: generate the model options of ``train``/``rerank`` when one of
+    """Before the CLI parses ``args``: generate the model options of ``train``/``rerank``/``serve`` when one of
     them runs, and answer ``rankkit train --model NAME --help`` with NAME's own options (True when
     that help was printed). Other commands never import the model library."""
     command = next((a for a in args if not a.startswith("-")), None)
     if command == "index" and not _dense_index(args):
         return False  # a BM25 index never imports the model library
-    if command not in ("train", "rerank", "index"):
+    if command not in ("train", "rerank", "serve", "index"):
         return False
     if command in GENERATED:
         function, build, panel = GENERATED[command]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from rankkit.cli.app import MAX_COUNT, MAX_TOKENS, app, float_range, int_range
+from rankkit.cli.model_options import RERANK_PANEL, declaration_of, model_options_of, rerank_options, rerank_settings
 from rankkit.cli.runtime_options import (
     backend_option,
     device_for,
@@ -21,6 +22,7 @@ LIMITS = "Limits"
 
 
 @app.command("serve")
+@model_options_of("serve", rerank_options, RERANK_PANEL)
 def serve_command(
     model: str = typer.Option(..., "--model", help="Any model rankkit rerank takes (rankkit models lists them): a re-ranker answers POST /rerank, a bi-encoder (repbert, densetrans) /rerank and /embed."),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="A folder or a hub id ORG/NAME[@REVISION], as for rankkit rerank (without one: repbert's packaged all-MiniLM-L6-v2)."),
@@ -44,6 +46,7 @@ def serve_command(
     threads: Optional[int] = threads_option(),
     precision: str = precision_option(),
     max_tokens: Optional[int] = max_tokens_option(),
+    **model_options: Any,
 ) -> None:
     """Serve a model over HTTP: POST /rerank (TEI's and infinity's shapes), POST /embed and /embeddings
     (bi-encoders), GET /health, /info and /metrics (Prometheus).
@@ -56,6 +59,8 @@ def serve_command(
     from rankkit.serve.server import bind, run
 
     model_class(model, checkpoint)  # an unknown model or a checkpoint of another model: one line, before any work
+    # The same inference-time model options as rankkit rerank, checked by the model's declaration before any work.
+    overrides = rerank_settings(declaration_of(model, checkpoint), model_options)
     limits = Limits(max_texts=max_texts, max_text_chars=max_text_chars, max_body_bytes=max_body_bytes,
                     max_queue=max_queue, max_wait_ms=max_wait_ms, batch_tokens=batch_tokens,
                     request_timeout=request_timeout)
@@ -64,7 +69,7 @@ def serve_command(
     try:
         service = open_service(model, checkpoint, runtime, device_for(device, runtime), batch_size=batch_size,
                                max_tokens=max_tokens, max_length=max_length, limits=limits,
-                               served_name=served_model_name)
+                               served_name=served_model_name, settings=overrides)
         run(service, sock, access_log=access_log, max_connections=max_connections)
     finally:
         sock.close()

@@ -30,10 +30,13 @@ __all__ = ["Limits", "open_service"]
 
 def open_service(model: str, checkpoint: str | os.PathLike[str] | None, runtime: Any, device: str = "auto", *,
                  batch_size: int | None = None, max_tokens: int | None = None, max_length: int | None = None,
-                 limits: Limits | None = None, served_name: str | None = None, warm: bool = True) -> Any:
+                 limits: Limits | None = None, served_name: str | None = None, warm: bool = True,
+                 settings: dict[str, Any] | None = None) -> Any:
     """Model ``model`` from ``checkpoint`` on ``runtime`` (a :class:`rankkit.runtime.Runtime`) and ``device``, in an
     inference session with ``batch_size`` rows and ``max_tokens`` (as ``rankkit rerank``'s options), ``max_length``
-    tokens per input if given (``rankkit rerank --max-length``), behind a :class:`~rankkit.serve.app.Service`."""
+    tokens per input if given (``rankkit rerank --max-length``), behind a :class:`~rankkit.serve.app.Service`.
+    ``settings``: the model's inference-time overrides (``rankkit rerank``'s model options, checked by the model's
+    declaration), as :func:`rankkit.runtime.load_for_inference` takes them."""
     import torch
 
     from rankkit.console import log
@@ -43,7 +46,7 @@ def open_service(model: str, checkpoint: str | os.PathLike[str] | None, runtime:
     from rankkit.serve.batcher import warm_up
     from rankkit.version import __version__
 
-    loaded = load_for_inference(model, checkpoint, runtime, device)
+    loaded = load_for_inference(model, checkpoint, runtime, device, settings=settings)
     session = InferenceSession.of(loaded, batch_size=batch_size, max_tokens=max_tokens)
     if max_length is not None:
         session.model.set_max_length(max_length)

@@ -32,6 +32,9 @@ def test_help_lists_the_limits(cli: Any) -> None:
     assert res.code == 0
     for option in ("--max-queue", "--max-texts", "--request-timeout", "--max-wait-ms", "--batch-tokens", "--host"):
         assert option in res.stdout
+    # rankkit rerank's inference-time model options, generated from the models' declarations (issue 40)
+    for option in ("--pooling", "--query-prefix", "--max-passages", "--max-set-size"):
+        assert option in res.stdout, option
 
 
 @pytest.mark.parametrize("options, words", [
@@ -42,6 +45,8 @@ def test_help_lists_the_limits(cli: Any) -> None:
     (["--max-texts", "x"], "--max-texts"),
     (["--host", "no such host!"], "--host 'no such host!' is not an address"),
     (["--backend", "nope"], "backend"),
+    (["--max-set-size", "0"], "--max-set-size"),
+    (["--pooling", "cls"], "--pooling"),  # mono declares no pooling: refused as rankkit rerank refuses it
 ])
 def test_bad_options_are_one_line(cli: Any, checkpoint: Path, options: list[str], words: str) -> None:
     res = cli("serve", "--model", "mono", "--checkpoint", checkpoint, *options)

@@ -122,6 +122,23 @@ def test_embed_vectors_equal_the_session_encoding(backbone: Path, tmp_path: Path
     assert info["served_model_name"] == str(checkpoint) == floats.json["model"]  # unless --served-model-name
 
 
+def test_model_options_reach_the_served_model(backbone: Path, tmp_path: Path) -> None:
+    """`rankkit serve --pooling cls` (a model's inference-time override, as `rankkit rerank` takes it) serves the
+    vectors of a session loaded with that setting, not the checkpoint's own pooling."""
+    from rankkit.runtime import InferenceSession, Runtime, load_for_inference
+
+    checkpoint = tiny_checkpoint("repbert", backbone, tmp_path)
+    texts = list(documents().values())[:5]
+    runtime = Runtime("torch", "none", None, "fp32")
+    as_trained = InferenceSession.of(load_for_inference("repbert", checkpoint, runtime, "cpu")).encode(texts, is_query=False).numpy()
+    cls = InferenceSession.of(load_for_inference("repbert", checkpoint, runtime, "cpu", settings={"pooling": "cls"}))
+    expected = cls.encode(texts, is_query=False).numpy()
+    assert np.abs(expected - as_trained).max() > 1e-3  # the override changes the vectors
+    with serving(open_tiny("repbert", checkpoint, settings={"pooling": "cls"})) as url:
+        served = np.array(post(url, "/embed", {"inputs": texts}).json)
+    assert np.abs(served - expected).max() <= 1e-5
+
+
 def test_info_names_the_model_and_runtime(backbone: Path, tmp_path: Path) -> None:
     checkpoint = tiny_checkpoint("mono", backbone, tmp_path, max_doc_length=24)
     with serving(open_tiny("mono", checkpoint, served_name="my-reranker")) as url:
