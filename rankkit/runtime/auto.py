@@ -91,7 +91,7 @@ _NO_BF16 = " (its int8/fp32 kernels; bf16 unused; not measured on a CPU of this 
 
 TABLE: tuple[Row, ...] = tuple(
     # No int8 row re-ranks any more (issue 41): every int8 path left the 0.005 nDCG@10 band on some out-of-domain
-    # collection of docs/RESULTS.md, and a self-check on five queries cannot see a change that size:
+    # collection of docs/RESULTS.md, and a self-check on four queries cannot see a change that size:
     #   OpenVINO static int8 + bf16 (the zero-shot bi-encoder, VNNI/BF16 kernels): NPL -0.0085, TIME -0.0051;
     #   ONNX Runtime dynamic int8, a sequence at a time (VNNI kernels): CISI -0.0052 (MEDLINE -0.0047);
     #   the same on AVX2 kernels (vpmaddubsw saturation): NPL -0.0075; the DL19 CPU recipe's mono MEDLINE +0.0057.
@@ -284,7 +284,7 @@ def property_check(model: RankingModel) -> str:
 #: (64 pairs: a few seconds of torch fp32 for MiniLM on 2 cores, paid once per export, CPU and input length).
 SAMPLE_QUERIES, SAMPLE_DEPTH, SAMPLE_TEXTS = 4, 16, 48
 #: What a lossy row must keep on that sample against torch fp32, averaged over its queries: Kendall's tau and top-10
-#: agreement. A guard against gross drift, not a measure of a 0.005 nDCG change (five queries cannot resolve one):
+#: agreement. A guard against gross drift, not a measure of a 0.005 nDCG change (four queries cannot resolve one):
 #: every int8 and bf16 row measured on MEDLINE, NPL, CISI and TIME kept a mean tau of 0.93 or more there
 #: (docs/RESULTS.md issue 41).
 MIN_SAMPLE_TAU, MIN_SAMPLE_TOP10 = 0.85, 0.85

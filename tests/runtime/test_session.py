@@ -277,7 +277,8 @@ def test_auto_on_cuda_tries_bf16_then_tf32_then_fp32(monkeypatch: pytest.MonkeyP
 
 # -- the drivers ------------------------------------------------------------------------------------------
 DRIVERS = [*sorted((ROOT / "rankkit" / "reranking").glob("*.py")), *sorted((ROOT / "rankkit" / "dense").glob("*.py")),
-           *sorted((ROOT / "rankkit" / "cli").glob("*.py")), *sorted((ROOT / "rankkit" / "api").glob("*.py"))]
+           *sorted((ROOT / "rankkit" / "cli").glob("*.py")), *sorted((ROOT / "rankkit" / "api").glob("*.py")),
+           *sorted((ROOT / "rankkit" / "serve").glob("*.py"))]
 #: The benchmarks set up their peers' precision (a CrossEncoder in bf16, a bare loop under autocast); rankkit's own
 #: rows in them go through the session: no rankkit autocast, no Runtime.torch_precision.
 BENCHES = [ROOT / "bench" / "inference.py", ROOT / "bench" / "gpu_suite.py", ROOT / "bench" / "api_rerank.py"]
