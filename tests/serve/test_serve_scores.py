@@ -130,7 +130,8 @@ def test_model_options_reach_the_served_model(backbone: Path, tmp_path: Path) ->
     checkpoint = tiny_checkpoint("repbert", backbone, tmp_path)
     texts = list(documents().values())[:5]
     runtime = Runtime("torch", "none", None, "fp32")
-    as_trained = InferenceSession.of(load_for_inference("repbert", checkpoint, runtime, "cpu")).encode(texts, is_query=False).numpy()
+    trained = InferenceSession.of(load_for_inference("repbert", checkpoint, runtime, "cpu"))
+    as_trained = trained.encode(texts, is_query=False).numpy()
     cls = InferenceSession.of(load_for_inference("repbert", checkpoint, runtime, "cpu", settings={"pooling": "cls"}))
     expected = cls.encode(texts, is_query=False).numpy()
     assert np.abs(expected - as_trained).max() > 1e-3  # the override changes the vectors
