@@ -20,9 +20,13 @@ checked by hand so that every refusal is one line naming the field).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from rankkit.serve.limits import Limits
+
+#: Padded lengths of an OpenVINO service's batches are multiples of this many tokens (see :func:`open_service`).
+OPENVINO_BUCKET = 32
 
 #: Names importing :mod:`rankkit.serve` gives without loading Starlette, uvicorn or torch.
 __all__ = ["Limits", "open_service"]
@@ -42,12 +46,20 @@ def open_service(model: str, checkpoint: str | os.PathLike[str] | None, runtime:
     from rankkit.console import log
     from rankkit.cpu import cpu_model, describe_cpu
     from rankkit.runtime import InferenceSession, load_for_inference
+    from rankkit.runtime.session import default_batching
     from rankkit.serve.app import Service
     from rankkit.serve.batcher import warm_up
     from rankkit.version import __version__
 
     loaded = load_for_inference(model, checkpoint, runtime, device, settings=settings)
-    session = InferenceSession.of(loaded, batch_size=batch_size, max_tokens=max_tokens)
+    batching = default_batching(loaded.device, batch_size, max_tokens)
+    if loaded.runtime.backend == "openvino":
+        # OpenVINO keeps ~1.2 MB for every input shape it has run (CPU_RUNTIME_CACHE_CAPACITY=0 and malloc_trim
+        # change nothing; docs/RESULTS.md issue 40), and a server meets a new shape with almost every request.
+        # Lengths in steps of OPENVINO_BUCKET bound the shapes to rows x max_length / OPENVINO_BUCKET; scores
+        # move by < 1e-7 in fp32 (bf16: within its own noise).
+        batching = replace(batching, bucket=max(batching.bucket, OPENVINO_BUCKET))
+    session = InferenceSession.of(loaded, batching=batching)
     if max_length is not None:
         session.model.set_max_length(max_length)
     source = session.model.source

@@ -140,6 +140,28 @@ def test_model_options_reach_the_served_model(backbone: Path, tmp_path: Path) ->
     assert np.abs(served - expected).max() <= 1e-5
 
 
+@pytest.mark.openvino
+def test_an_openvino_service_runs_few_shapes_with_torchs_scores(backbone: Path, tmp_path: Path) -> None:
+    """OpenVINO keeps memory per input shape it has run, and a server sees new shapes with every request: an
+    OpenVINO service pads lengths to steps of OPENVINO_BUCKET tokens (a torch one does not), scores as torch does."""
+    from rankkit.runtime import Runtime
+    from rankkit.serve import OPENVINO_BUCKET, open_service
+
+    checkpoint = tiny_checkpoint("mono", backbone, tmp_path, max_doc_length=24)
+    openvino = open_service("mono", checkpoint, Runtime("openvino", "none", 1, "fp32"), "cpu")
+    reference = open_tiny("mono", checkpoint)
+    assert openvino.session.batching.bucket == OPENVINO_BUCKET and reference.session.batching.bucket == 1
+    words = " ".join(documents().values()).split()
+    lists = [[" ".join(words[start:start + count]) for start in range(3)] for count in range(1, 30, 3)]  # 10 lengths
+    for passages in lists:
+        ours = openvino.session.scores(["apple fruit"], [passages])[0]
+        theirs = reference.session.scores(["apple fruit"], [passages])[0]
+        assert np.abs(np.asarray(ours) - np.asarray(theirs)).max() <= 1e-4
+    widths = {width for _, width in openvino.session.stats.shapes}
+    assert all(width % OPENVINO_BUCKET == 0 or width == max(widths) for width in widths)  # the model's limit caps
+    assert len(widths) < len({width for _, width in reference.session.stats.shapes})
+
+
 def test_info_names_the_model_and_runtime(backbone: Path, tmp_path: Path) -> None:
     checkpoint = tiny_checkpoint("mono", backbone, tmp_path, max_doc_length=24)
     with serving(open_tiny("mono", checkpoint, served_name="my-reranker")) as url:
