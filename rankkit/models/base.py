@@ -254,20 +254,23 @@ class RankingModel(torch.nn.Module, abc.ABC):
         :meth:`rerank_scores`."""
         if self._prepares_inputs():
             return True, self.prepare_rerank(queries, candidates, batch_size)
-        return False, (list(queries), [list(texts) for texts in candidates], batch_size)
+        return False, RankingModel.prepare_rerank(self, queries, candidates, batch_size)
 
     def rerank_prepared(self, prepared: Any) -> list[torch.Tensor]:
         """:meth:`rerank_scores` of :meth:`rerank_inputs`' result."""
         split, value = prepared
-        return self.score_prepared(value) if split else self.rerank_scores(*value)
+        return self.score_prepared(value) if split else RankingModel.score_prepared(self, value)
 
     def prepare_rerank(self, queries: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int) -> Any:
-        """Hook: the network-free part of :meth:`rerank_scores` (a family that splits its scoring)."""
-        raise NotImplementedError
+        """Hook: the network-free part of :meth:`rerank_scores`. A family that splits its scoring overrides it (with
+        :meth:`score_prepared`); by default nothing is computed ahead: the arguments, as lists."""
+        return list(queries), [list(texts) for texts in candidates], batch_size
 
     def score_prepared(self, prepared: Any) -> list[torch.Tensor]:
-        """Hook: the network part of :meth:`rerank_scores`, on :meth:`prepare_rerank`'s result."""
-        raise NotImplementedError
+        """Hook: the network part of :meth:`rerank_scores`, on :meth:`prepare_rerank`'s result; by default
+        :meth:`rerank_scores` of the arguments the default :meth:`prepare_rerank` kept."""
+        queries, candidates, batch_size = prepared
+        return self.rerank_scores(queries, candidates, batch_size)
 
     def _prepares_inputs(self) -> bool:
         """Whether this class's scoring is split into the two hooks: they are defined, and no class below the
