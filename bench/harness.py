@@ -152,6 +152,11 @@ def _status_mb(name: str) -> float:
     raise RuntimeError(f"no {name} in /proc/self/status (peak memory needs Linux)")
 
 
+def resident_mb() -> float:
+    """This process's resident set now, in MB (Linux)."""
+    return _status_mb("VmRSS")
+
+
 @dataclass(frozen=True)
 class PeakReset:
     """What :func:`reset_peak_rss` saw: the resident set then and the high-water mark it discarded."""

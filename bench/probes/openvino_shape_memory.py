@@ -23,11 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def resident_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS"))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="mono")
@@ -39,6 +34,7 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=100)
     args = parser.parse_args()
 
+    from harness import resident_mb
     from serve_load import requests_of  # bench/serve_load.py: DL19 queries with their BM25 passages
 
     from rankkit.cpu import describe_cpu
