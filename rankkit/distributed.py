@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rankkit.devices import pick_device
+
+# torch is imported by what needs it (a collective of a torchrun job, the CPU device of SINGLE): a single process
+# that runs no torch model (the ONNX scorer of rankkit rerank) describes itself without it.
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Dist:
     rank: int
     world_size: int
     local_rank: int
-    device: torch.device
+    device: torch.device  # or anything with ``type`` where no torch model runs (the ONNX scorer's CPU)
 
     @property
     def main(self) -> bool:
@@ -44,6 +47,8 @@ class Dist:
         """The mean of ``value`` over all processes."""
         if not self.active:
             return value
+        import torch
+
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
         torch.distributed.all_reduce(t)
         return float(t.item()) / self.world_size
@@ -53,20 +58,47 @@ class Dist:
         if not self.active:
             return [obj]
         out: list[Any] = [None] * self.world_size
+        import torch
+
         torch.distributed.all_gather_object(out, obj)
         return out
 
     def barrier(self) -> None:
         if self.active:
+            import torch
+
             torch.distributed.barrier()
 
     def close(self) -> None:
-        if self.active and torch.distributed.is_initialized():
+        if not self.active:
+            return
+        import torch
+
+        if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
 
-#: One process, on the CPU: what library calls get when they are not told otherwise.
-SINGLE = Dist(0, 1, 0, torch.device("cpu"))
+if TYPE_CHECKING:
+    SINGLE: Dist
+
+
+def single_process(device: Any = None) -> Dist:
+    """One process, on ``device`` (default: torch's CPU device)."""
+    if device is None:
+        import torch
+
+        device = torch.device("cpu")
+    return Dist(0, 1, 0, device)
+
+
+def __getattr__(name: str) -> Any:
+    # SINGLE (one process, on the CPU: what library calls get when they are not told otherwise) holds a
+    # torch.device, so it is made on first use (PEP 562).
+    if name == "SINGLE":
+        value = single_process()
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rankkit.distributed' has no attribute {name!r}")
 
 
 def init_distributed(device: str) -> Dist:
@@ -75,6 +107,8 @@ def init_distributed(device: str) -> Dist:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = pick_device(device, local_rank)
+    import torch
+
     if world > 1 and not torch.distributed.is_initialized():
         if dev.type == "cuda":
             torch.cuda.set_device(dev)

@@ -43,6 +43,7 @@ def explain_command(
     from rich.console import Console
     from rich.table import Table
 
+    runtime = runtime_of(backend, quantize, threads, precision)  # a bad value: one line, before torch loads
     from rankkit.docstore import open_docstore
     from rankkit.reranking.explain import check_explainable, explain_query, plot_explanation
 
@@ -54,8 +55,7 @@ def explain_command(
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     from rankkit.runtime import InferenceSession, load_for_inference
 
-    session = InferenceSession.of(load_for_inference(model, checkpoint, runtime_of(backend, quantize, threads, precision),
-                                                     device))
+    session = InferenceSession.of(load_for_inference(model, checkpoint, runtime, device))
     from rankkit.formats.sources import load_topics, resolve_corpus
 
     queries = load_topics(topics, topic_field)

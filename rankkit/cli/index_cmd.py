@@ -76,16 +76,17 @@ DENSE_MODEL_PANEL = "Dense: model settings (recorded in the index; its searches 
     options=DENSE_OPTIONS,
 )
 def _build_dense(request: IndexRequest) -> None:
+    options = dict(request.options)
+    model = options.pop("model", None)
+    if model is None:
+        raise RankkitError("--kind dense needs --model (repbert or densetrans)")
+    # A bad --backend/--quantize/--precision is one line before torch loads.
+    runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
     # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
     from rankkit.dense import build_dense_index
     from rankkit.dense.encode import DEFAULT_CHUNK_SIZE
     from rankkit.distributed import init_distributed
 
-    options = dict(request.options)
-    model = options.pop("model", None)
-    if model is None:
-        raise RankkitError("--kind dense needs --model (repbert or densetrans)")
-    runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
     # Under torchrun the processes split the chunks and rank 0 writes the index (docs/DENSE.md).
     dist = init_distributed(device_for(options.get("device"), runtime))
     if dist.main:

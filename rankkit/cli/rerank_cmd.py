@@ -77,18 +77,31 @@ def rerank_command(
     # Before any work: never overwrite an input, never find a bad output only at the rename.
     check_outputs([("--output", output)], [("--run", run), ("--topics", topics), ("--corpus", corpus)])
     check_inputs([("--run", run), ("--topics", topics), ("--corpus", corpus), ("--index", index)])
-    # The model's declaration checks its overrides before torch is imported (an unknown model is one line too).
+    # The model's declaration checks its overrides, and the runtime its values, before torch is imported (an
+    # unknown model or backend is one line too).
     overrides = rerank_settings(declaration_of(model, checkpoint), model_options)
-    from rankkit.distributed import init_distributed
+    runtime = runtime_of(backend, quantize, threads, precision)
+    device = device_for(device, runtime)
     from rankkit.docstore import open_docstore
     from rankkit.reranking import rerank_run, run_sample
-    from rankkit.runtime import InferenceSession, load_for_inference
+    from rankkit.runtime.scorer import open_scorer, scorer_applies
 
-    runtime = runtime_of(backend, quantize, threads, precision)
-    # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
-    dist = init_distributed(device_for(device, runtime))
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
+    # A one-label cross-encoder on the CPU: its cached ONNX export, without torch (rankkit.runtime.scorer).
+    scorer = None
+    if checkpoint is not None and scorer_applies(model, checkpoint, runtime, device) is None:
+        scorer = open_scorer(model, checkpoint, runtime, settings=overrides, max_length=max_length,
+                             batch_size=batch_size, max_tokens=max_tokens)
+    if scorer is not None:
+        with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
+            rerank_run(scorer, run, queries, store, output, depth=depth, tag=runtag)
+        return
+    from rankkit.distributed import init_distributed
+    from rankkit.runtime import InferenceSession, load_for_inference
+
+    # Under torchrun the processes split the queries (each on its local device); rank 0 writes.
+    dist = init_distributed(device)
 
     def sample() -> object:
         """This run's own first pairs, read only if auto makes a lossy choice (issue 41)."""

@@ -85,11 +85,12 @@ def _retrieve_dense(request: RetrieveRequest, model: str) -> None:
     # torch/faiss are imported here, not at CLI start-up, so `rankkit --help` and `eval` stay fast.
     import time
 
+    options = request.options
+    # A bad --backend/--quantize/--precision is one line before torch loads.
+    runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
     from rankkit.dense import iter_dense_search
     from rankkit.formats import write_run
 
-    options = request.options
-    runtime = runtime_of(options.get("backend"), options.get("quantize"), request.threads, options.get("precision"))
     if request.threads is not None:
         import faiss
 

@@ -54,6 +54,7 @@ def serve_command(
     Scores equal rankkit rerank's for the same texts and runtime. Concurrent requests are batched (whole
     lists); SIGTERM finishes the requests in flight, then exits 0.
     """
+    runtime = runtime_of(backend, quantize, threads, precision)  # a bad value: one line, before torch loads
     from rankkit.models.checkpoint import model_class
     from rankkit.serve import Limits, open_service
     from rankkit.serve.server import bind, run
@@ -64,7 +65,6 @@ def serve_command(
     limits = Limits(max_texts=max_texts, max_text_chars=max_text_chars, max_body_bytes=max_body_bytes,
                     max_queue=max_queue, max_wait_ms=max_wait_ms, batch_tokens=batch_tokens,
                     request_timeout=request_timeout)
-    runtime = runtime_of(backend, quantize, threads, precision)
     sock = bind(host, port)  # a port in use is one line now, not after the model loads
     try:
         service = open_service(model, checkpoint, runtime, device_for(device, runtime), batch_size=batch_size,

@@ -30,6 +30,7 @@ from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
 from rankkit.models.batching import current_batching, plan_batches, record_mask, widen
+from rankkit.models.canonical import back_indices, canonical_orders, to_canonical  # noqa: F401  (re-exported)
 from rankkit.models.config import ModelConfig
 from rankkit.models.declaration import ModelSpec, TrainingDefaults
 from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch
@@ -69,33 +70,12 @@ def enable_transformers_checkpointing(module: torch.nn.Module) -> None:
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[operator]
 
 
-def canonical_orders(candidates: Sequence[Sequence[str]]) -> list[list[int]]:
-    """Each list's canonical order: indices sorted by text (the input position decides only between identical
-    texts, which :func:`from_canonical` gives one score). The same for every permutation of a list."""
-    return [sorted(range(len(texts)), key=lambda i: (texts[i], i)) for texts in candidates]
-
-
-def to_canonical(candidates: Sequence[Sequence[str]], orders: Sequence[Sequence[int]]) -> list[list[str]]:
-    return [[texts[i] for i in order] for texts, order in zip(candidates, orders)]
-
-
 def from_canonical(scores: Sequence[torch.Tensor], orders: Sequence[Sequence[int]],
                    candidates: Sequence[Sequence[str]]) -> list[torch.Tensor]:
-    """Scores computed in canonical order, back in each list's input order; identical texts of a list get the
-    score of the first of them in canonical order (in exact arithmetic they are equal)."""
-    out = []
-    for values, order, texts in zip(scores, orders, candidates):
-        back = values.new_empty(values.shape)
-        if len(order):
-            back[torch.tensor(order, dtype=torch.long)] = values
-            first: dict[str, int] = {}
-            for position in order:
-                first.setdefault(texts[position], position)
-            same = [first[t] for t in texts]
-            if same != list(range(len(texts))):
-                back = back[torch.tensor(same, dtype=torch.long)]
-        out.append(back)
-    return out
+    """Scores computed in canonical order, back in each list's input order (:func:`rankkit.models.canonical.back_indices`:
+    identical texts of a list get the score of the first of them in canonical order)."""
+    return [values[torch.tensor(back_indices(order, texts), dtype=torch.long)] if len(order) else values.clone()
+            for values, order, texts in zip(scores, orders, candidates)]
 
 
 class RankingModel(torch.nn.Module, abc.ABC):

@@ -26,15 +26,25 @@ import queue
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
-import torch
 
 from rankkit.errors import RankkitError
 
+# torch only where tensors are made (pad_rows, widen): the ONNX scorer (rankkit.runtime.scorer) batches with the
+# same plan without importing it (issue 39).
+if TYPE_CHECKING:
+    import torch
+
 T = TypeVar("T")
 U = TypeVar("U")
+
+#: Rows a forward pass on the CPU: the command's historical default (and the measured CPU table's setting).
+CPU_ROWS = 32
+#: Pairs scored between writes of a re-ranked run. On CUDA the next chunk is read and tokenised on a thread while
+#: the GPU scores this one, so chunks are a few batches long (the first chunk's preparation is not hidden).
+CUDA_CHUNK_PAIRS, CPU_CHUNK_PAIRS = 2_048, 1_024
 
 
 @dataclass(frozen=True)
@@ -112,20 +122,30 @@ def plan_batches(lengths: Sequence[int], batching: Batching, limit: int | None =
     return out
 
 
-def pad_rows(ids: Sequence[Sequence[int]], width: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)`` ``[len(ids), width]`` of id lists right-padded to ``width`` (numpy, no
-    per-row tensors: this runs for every batch, often on a prefetch thread)."""
+def pad_arrays(ids: Sequence[Sequence[int]], width: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(input_ids, attention_mask)`` int64 arrays ``[len(ids), width]`` of id lists right-padded to ``width``
+    (no per-row work: this runs for every batch, often on a prefetch thread)."""
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
     mask = np.arange(width)[None, :] < lengths[:, None]
     input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
     if len(ids):
         input_ids[mask] = np.fromiter((t for row in ids for t in row), dtype=np.int64, count=int(lengths.sum()))
-    return torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
+    return input_ids, mask.astype(np.int64)
+
+
+def pad_rows(ids: Sequence[Sequence[int]], width: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`pad_arrays` as torch tensors (sharing the arrays' memory)."""
+    import torch
+
+    input_ids, mask = pad_arrays(ids, width, pad_id)
+    return torch.from_numpy(input_ids), torch.from_numpy(mask)
 
 
 def widen(features: dict[str, torch.Tensor], width: int, pad_id: int) -> dict[str, torch.Tensor]:
     """``features`` (``[rows, length]`` tensors) right-padded to ``width`` columns: ``input_ids`` with ``pad_id``,
     every other tensor (masks, segment ids) with 0. Unchanged when already that wide."""
+    import torch
+
     out = {}
     for name, value in features.items():
         missing = width - value.shape[-1] if value.dim() == 2 else 0
@@ -150,6 +170,13 @@ class BatchStats:
     def padded_share(self) -> float:
         """Share of the computed positions that were padding."""
         return 1 - self.tokens / self.padded_tokens if self.padded_tokens else 0.0
+
+    def summary(self, seconds: float) -> str:
+        """Tokens and the padded share of what ran, and the rate over ``seconds`` in the model: a last log line."""
+        if not self.batches:
+            return "no forward pass ran"
+        return (f"{self.tokens:,} tokens in {self.batches:,} batches ({len(self.shapes):,} shapes), "
+                f"{self.padded_share:.1%} padding, {self.tokens / max(seconds, 1e-9):,.0f} tokens/s in the model")
 
     def add(self, rows: int, tokens: int, width: int) -> None:
         self.batches += 1
@@ -257,5 +284,6 @@ def pipelined(items: Iterable[T], prepare: Callable[[T], U], depth: int) -> Iter
             thread.join(timeout=0.05)
 
 
-__all__ = ["Batch", "BatchStats", "Batching", "batching_policy", "collecting", "current_batching", "length_order",
-           "pad_rows", "pipelined", "plan_batches", "record_batch", "record_mask", "widen"]
+__all__ = ["CPU_CHUNK_PAIRS", "CPU_ROWS", "CUDA_CHUNK_PAIRS", "Batch", "BatchStats", "Batching", "batching_policy",
+           "collecting", "current_batching", "length_order", "pad_arrays", "pad_rows", "pipelined", "plan_batches",
+           "record_batch", "record_mask", "widen"]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from rankkit.models.batching import pad_rows
+from rankkit.models.pair_tokens import CHARS_PER_TOKEN, clip_texts  # noqa: F401  (CHARS_PER_TOKEN re-exported)
 
 
 @dataclass
@@ -140,10 +141,6 @@ def batch_rng(batch: GroupBatch) -> np.random.Generator:
 #: tokenise the next chunk on a thread while the main thread may tokenise too (dev evaluation, explain).
 _TOKENIZING = threading.Lock()
 
-#: Characters kept per token of the length limit before tokenising: a word piece never spans more
-#: (WordPiece turns a word over 100 characters into [UNK]), so the first ``max_length`` tokens are
-#: unchanged while a 10 MB text costs memory for its first few thousand characters only.
-CHARS_PER_TOKEN = 100
 
 
 def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, *,
@@ -155,10 +152,9 @@ def tokenize(tokenizer: Any, texts: Sequence[str], max_length: int, *,
     """
     if not texts:
         return []
-    limit = max(1, max_length) * CHARS_PER_TOKEN
     with _TOKENIZING:
         encoded = tokenizer(
-            [t if len(t) <= limit else t[:limit] for t in texts], add_special_tokens=add_special_tokens,
+            clip_texts(texts, max_length), add_special_tokens=add_special_tokens,
             truncation=True, max_length=max_length,
             padding=False, return_attention_mask=False, return_token_type_ids=False,
         )

@@ -31,19 +31,28 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 from rankkit.console import log, progress_bar
-from rankkit.distributed import SINGLE, Dist
+from rankkit.distributed import Dist
 from rankkit.docstore import DocStore
 from rankkit.errors import InputError, RankkitError, excerpt
-from rankkit.formats import read_topics, write_run
 from rankkit.files import iter_lines
+from rankkit.formats import read_topics, write_run
 from rankkit.formats.runs import iter_run_queries
-from rankkit.models.base import RankingModel
-from rankkit.runtime.session import CPU_CHUNK_PAIRS, CUDA_CHUNK_PAIRS, InferenceSession
+from rankkit.models.batching import CPU_CHUNK_PAIRS, CUDA_CHUNK_PAIRS
+from rankkit.runtime.scorer import ScorerSession
+
+# torch loads with a torch model: rerank_run driven by the ONNX scorer (rankkit.runtime.scorer) imports neither
+# torch nor transformers (issue 39).
+if TYPE_CHECKING:
+    import torch
+
+    from rankkit.models.base import RankingModel
+    from rankkit.runtime.session import InferenceSession
+
+#: What scores a re-ranking: a session (torch's, or the ONNX scorer's) or a model run as it is.
+Ranker = Union["RankingModel", "InferenceSession", ScorerSession]
 
 
 @dataclass
@@ -107,10 +116,17 @@ class RerankProgress:
         return heard
 
 
-def session_of(ranker: RankingModel | InferenceSession, batch_size: int | None = None,
-               device: torch.device | str | None = None) -> InferenceSession:
+def session_of(ranker: Ranker, batch_size: int | None = None,
+               device: torch.device | str | None = None) -> Any:
     """``ranker`` if it is a session (``batch_size`` then overrides its rows), else a session for the model as it
     is (torch, its weights' numerics) on ``device`` (default: where it is)."""
+    if isinstance(ranker, ScorerSession):
+        if batch_size is not None:
+            ranker.batching = ranker.batching.with_rows(batch_size)
+        return ranker
+    from rankkit.models.base import RankingModel
+    from rankkit.runtime.session import InferenceSession
+
     if isinstance(ranker, InferenceSession):
         if batch_size is not None:
             ranker.batching = ranker.batching.with_rows(batch_size)
@@ -120,12 +136,12 @@ def session_of(ranker: RankingModel | InferenceSession, batch_size: int | None =
     return InferenceSession.for_model(ranker, batch_size=batch_size, device=device)
 
 
-def default_chunk_pairs(session: InferenceSession) -> int:
+def default_chunk_pairs(session: Any) -> int:
     """Pairs scored between writes: many on CUDA (each chunk sorts into few shapes), 1,024 on the CPU."""
     return CUDA_CHUNK_PAIRS if session.device.type == "cuda" else CPU_CHUNK_PAIRS
 
 
-def score_lists(ranker: RankingModel | InferenceSession, queries: Sequence[str], candidates: Sequence[Sequence[str]],
+def score_lists(ranker: Ranker, queries: Sequence[str], candidates: Sequence[Sequence[str]],
                 *, batch_size: int | None = None, device: torch.device | str | None = None,
                 chunk_pairs: int | None = None, show_progress: bool = True) -> list[torch.Tensor]:
     """Each query's scores of its candidate texts, as :func:`rerank_run` scores them: whole queries a chunk of
@@ -185,15 +201,16 @@ def merge_tail(reranked: dict[str, float], tail: Sequence[str]) -> dict[str, flo
     return docs
 
 
-def rerank_run(ranker: RankingModel | InferenceSession, run: str | os.PathLike[str],
+def rerank_run(ranker: Ranker, run: str | os.PathLike[str],
                topics: str | os.PathLike[str] | Mapping[str, str], store: DocStore, output: str | os.PathLike[str], *,
                depth: int = 100, batch_size: int | None = None, max_length: int | None = None,
                device: torch.device | str | None = None, tag: str | None = None, chunk_pairs: int | None = None,
-               dist: Dist = SINGLE) -> RerankReport:
+               dist: Dist | None = None) -> RerankReport:
     """Re-rank each query's top ``depth`` candidates of ``run`` with ``ranker``; write ``output``.
 
     ``ranker`` is an :class:`~rankkit.runtime.session.InferenceSession` (what ``rankkit rerank`` builds: device,
-    numerics, batching) or a model, run as it is (torch, on ``device`` or where it is). ``topics`` gives the query
+    numerics, batching), the ONNX scorer's :class:`~rankkit.runtime.scorer.ScorerSession` (a one-label
+    cross-encoder without torch) or a model, run as it is (torch, on ``device`` or where it is). ``topics`` gives the query
     texts (a file or ``{qid: text}``; every run query needs one), ``store`` the passage texts. ``max_length``
     overrides the model's input length (whole pair for cross-encoders, passage for bi-encoders); ``batch_size``
     the session's rows. The output is written atomically, streaming: a failure leaves no file. Under torchrun,
@@ -212,6 +229,10 @@ def rerank_run(ranker: RankingModel | InferenceSession, run: str | os.PathLike[s
             raise InputError(path, None, "is a directory, expected a file" if Path(path).is_dir() else "no such file")
     texts_of = topics if isinstance(topics, Mapping) else read_topics(topics)
     session = session_of(ranker, batch_size, device)
+    if dist is None:
+        from rankkit.distributed import single_process
+
+        dist = single_process(session.device)
     model = session.model
     if max_length is not None:
         model.set_max_length(max_length)

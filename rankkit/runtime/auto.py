@@ -149,6 +149,16 @@ def family_of(model: nn.Module) -> str:
     return "cross-encoder" if getattr(model, "name", None) == "mono" else "any"
 
 
+def scorer_model(model: nn.Module) -> bool:
+    """Whether ``model`` is what the ONNX scorer runs (:mod:`rankkit.runtime.scorer`): ``mono`` with a one-label
+    sequence-classification head and rankkit's pair truncation."""
+    from rankkit.models.cross_encoders.pair_encoders import ClassifierPairEncoder
+
+    pairs = getattr(model, "pairs", None)
+    return (getattr(model, "name", None) == "mono" and isinstance(pairs, ClassifierPairEncoder) and pairs.labels == 1
+            and pairs.truncation == "pair")
+
+
 def rows_for(cls: str, family: str, task: str = "rerank") -> list[Row]:
     """The table's rows for CPU class ``cls``, ``family`` and ``task``, in preference order."""
     source = cls if any(r.cpu == cls for r in TABLE) else BORROWED.get(cls, cls)
@@ -185,8 +195,17 @@ def candidates(runtime: Runtime, model: RankingModel, device: torch.device,
     torch_runs = quantize in (None, "none")
     safe = [(Runtime("torch", "none", threads, precision or "fp32"), "")] if torch_runs else []
     if parameters < AUTO_MIN_PARAMETERS and torch_runs and precision is None:
-        return [(safe[0][0], f"{parameters:,} parameters: below {AUTO_MIN_PARAMETERS:,}, a backend's one-time export "
-                             "costs more than it saves")]
+        small = [(safe[0][0], f"{parameters:,} parameters: below {AUTO_MIN_PARAMETERS:,}, a backend's one-time export "
+                              "costs more than it saves")]
+        if task == "rerank" and scorer_model(model) and get_backend("onnx").available().ok:
+            # The ONNX scorer's model (rankkit.runtime.scorer): the export is built once per checkpoint, and
+            # every later `rankkit rerank` of it starts in ~0.4 s instead of ~4 s of torch and transformers
+            # imports (issue 39). The CLI and this path run the same graph on the same batches: the same numbers.
+            return [(Runtime("onnx", "none", threads, "fp32"),
+                     f"a one-label cross-encoder under {AUTO_MIN_PARAMETERS:,} parameters: ONNX Runtime on the "
+                     "checked fp32 export (lossless within 1e-4 of torch; `rankkit rerank` then runs it without "
+                     "importing torch)")] + small
+        return small
     cls, family = cpu_class(), family_of(model)
     out = []
     for row in rows_for(cls, family, task):

@@ -22,15 +22,15 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable
 
 from rankkit.console import log
 from rankkit.errors import RankkitError
 from rankkit.files import atomic_write, file_sha256, scratch_path, user_cache_root, writing_to
 from rankkit.files.limits import read_json
-from rankkit.models.encoder_slots import EncoderSlot
+
+if TYPE_CHECKING:  # the cache's folders and records are read without torch (the ONNX scorer path, issue 39)
+    from rankkit.models.encoder_slots import EncoderSlot
 
 #: Bumped when the export procedure changes, so older cached exports are rebuilt.
 EXPORT_VERSION = 2  # 2: transformers encoders exported with eager attention
@@ -43,6 +43,8 @@ def cache_root() -> Path:
 
 def weights_key(slot: EncoderSlot) -> str:
     """SHA-256 (hex) of the encoder's tensors (names, dtypes, shapes, bytes), structure and export version."""
+    import torch
+
     digest = hashlib.sha256(f"rankkit-onnx-{EXPORT_VERSION}\0{slot.call}\0{','.join(slot.inputs)}\0".encode())
     digest.update(slot.structure.encode("utf-8"))
     for name, tensor in sorted(slot.module.state_dict().items()):

@@ -19,25 +19,19 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, ClassVar
-
-from torch import nn
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.files import staging_dir, write_failure
-from rankkit.models.encoder_slots import EncoderSlot
-from rankkit.runtime.adapter import OrtEncoder
-from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256
-from rankkit.runtime.export import (
-    check_against,
-    new_session,
-    prepare_export,
-    quiet_logging,
-    quiet_warnings,
-    run_probe,
-)
+from rankkit.files import file_sha256, staging_dir, write_failure
 from rankkit.runtime.registry import Availability, Backend, RuntimeSettings
+
+# torch, the export machinery and the adapter load when a model is put on ONNX Runtime, not when the backend is
+# declared: a command line checks --backend without them (issue 39).
+if TYPE_CHECKING:
+    from torch import nn
+
+    from rankkit.models.encoder_slots import EncoderSlot
 
 
 class OrtDynamicInt8:
@@ -55,6 +49,9 @@ class OrtDynamicInt8:
     def build(self, slot: EncoderSlot, fp32: Path, folder: Path, key: str) -> Path:
         """Dynamic int8 (per-channel weights) of the fp32 export; its cosine to fp32 is logged."""
         from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        from rankkit.runtime.cache import ExportRecord, commit_export, export_names
+        from rankkit.runtime.export import check_against, quiet_logging, quiet_warnings, run_probe
 
         started = time.perf_counter()
         name, record_name = export_names(slot, key, self.suffix)
@@ -117,6 +114,9 @@ class OnnxBackend(Backend):
 
     def encoder(self, slot: EncoderSlot, runtime: RuntimeSettings, checkpoint: str | os.PathLike[str] | None,
                 model: nn.Module) -> tuple[nn.Module, Path]:
+        from rankkit.runtime.adapter import OrtEncoder
+        from rankkit.runtime.export import new_session, prepare_export
+
         path = prepare_export(slot, checkpoint, OrtDynamicInt8(runtime.quantize) if runtime.quantize != "none" else None)
         session = new_session(path, runtime.threads)
         # Dynamic int8 scales each activation tensor by its own range: a sequence at a time, so a text's numbers

@@ -16,21 +16,23 @@ import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-from torch import nn
 
 from rankkit.console import log
 from rankkit.errors import RankkitError
-from rankkit.models.encoder_slots import EncoderSlot
-from rankkit.files import writing_to
-from rankkit.runtime import export, openvino_quantize
-from rankkit.runtime.adapter import OrtEncoder
-from rankkit.runtime.cache import ExportRecord, commit_export, export_names, file_sha256, temporary_file
-from rankkit.runtime.export import check_against, prepare_export, quiet_warnings, reference_output, run_probe
+from rankkit.files import file_sha256, writing_to
+from rankkit.runtime import openvino_quantize
 from rankkit.runtime.registry import Availability, Backend, RuntimeSettings
+
+# torch, the export machinery and the adapter load when a model is put on OpenVINO, not when the backend is
+# declared: a command line checks --backend without them (issue 39).
+if TYPE_CHECKING:
+    from torch import nn
+
+    from rankkit.models.encoder_slots import EncoderSlot
+    from rankkit.runtime.adapter import OrtEncoder
 
 
 class OpenVinoSession:
@@ -48,6 +50,10 @@ class OpenVinoSession:
             import openvino as ov
         except ImportError:
             raise RankkitError("--backend openvino needs OpenVINO (pip install openvino); or use --backend onnx") from None
+        import torch
+
+        from rankkit.runtime.export import quiet_warnings
+
         core = ov.Core()
         config = {"INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32",
                   "INFERENCE_NUM_THREADS": int(threads) if threads else torch.get_num_threads(),
@@ -76,6 +82,10 @@ class OpenVinoSession:
 def openvino_encoder(slot: EncoderSlot, path: Path, runtime: RuntimeSettings) -> OrtEncoder:
     """The checked fp32 export at ``path`` compiled by OpenVINO, checked against torch on the probe
     batches: within :data:`~rankkit.runtime.export.TOLERANCE` at fp32 or refused; at bf16 its pooled cosine is logged."""
+    from rankkit.runtime import export
+    from rankkit.runtime.adapter import OrtEncoder
+    from rankkit.runtime.export import check_against, reference_output
+
     session = OpenVinoSession(path, runtime.threads, runtime.precision)
     int8 = path.suffix == ".xml"  # NNCF's static int8 IR: checked against fp32 when it was built
     encoder = OrtEncoder(session, slot, getattr(slot.module, "config", None),
@@ -120,6 +130,8 @@ def calibration_feeds(slot: EncoderSlot, tokenizer: Any, max_length: int = 256,
                       rows: list[tuple[str, ...]] | None = None) -> list[dict[str, np.ndarray]]:
     """One unpadded example per calibration input (or per tuple of ``rows``), tokenized by the model's tokenizer
     (single texts and query-passage pairs alike: one encoder may see either), in the graph's input names."""
+    import torch
+
     samples = []
     length = min(max_length, slot.max_length)
     for texts in rows if rows is not None else calibration_texts():
@@ -165,6 +177,10 @@ def build_openvino_int8(slot: EncoderSlot, fp32: Path, folder: Path, key: str, t
     if tokenizer is None:
         raise RankkitError(f"--backend openvino --quantize int8 calibrates {slot.name} on text, and this model has no "
                            "tokenizer; use --backend onnx --quantize int8")
+    from rankkit.runtime.adapter import OrtEncoder
+    from rankkit.runtime.cache import ExportRecord, commit_export, export_names, temporary_file
+    from rankkit.runtime.export import check_against, run_probe
+
     started = time.perf_counter()
     name, record_name = export_names(slot, key, NncfStaticInt8.suffix)
     samples = calibration_feeds(slot, tokenizer)
@@ -234,6 +250,8 @@ class OpenVinoBackend(Backend):
 
     def encoder(self, slot: EncoderSlot, runtime: RuntimeSettings, checkpoint: str | os.PathLike[str] | None,
                 model: nn.Module) -> tuple[nn.Module, Path]:
+        from rankkit.runtime.export import prepare_export
+
         # OpenVINO's int8 is NNCF's static int8, calibrated on text through the model's tokenizer.
         quantizer = NncfStaticInt8(model_tokenizer(model)) if runtime.quantize == "int8" else None
         path = prepare_export(slot, checkpoint, quantizer)

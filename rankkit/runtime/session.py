@@ -30,7 +30,16 @@ import torch
 from rankkit.console import work_reporter
 from rankkit.errors import EnvironmentFailure, RankkitError, is_out_of_memory
 from rankkit.models.base import BiEncoder, RankingModel
-from rankkit.models.batching import Batching, BatchStats, batching_policy, collecting, pipelined
+from rankkit.models.batching import (
+    CPU_CHUNK_PAIRS,
+    CPU_ROWS,
+    CUDA_CHUNK_PAIRS,
+    Batching,
+    BatchStats,
+    batching_policy,
+    collecting,
+    pipelined,
+)
 from rankkit.models.outputs import PreferenceMatrix
 from rankkit.runtime.precision import Numerics
 from rankkit.runtime.settings import Runtime
@@ -42,11 +51,6 @@ K = TypeVar("K")
 #: (bf16 weights, memory-efficient attention); 64k tokens and 16-token buckets were no faster, 64-token buckets
 #: 20 % slower (33 % padding).
 CUDA_TOKENS, CUDA_BUCKET, CUDA_ROWS = 32_768, 8, 4_096
-#: Rows a forward pass on the CPU: the command's historical default (and the measured CPU table's setting).
-CPU_ROWS = 32
-#: Pairs scored between writes of a re-ranked run. On CUDA the next chunk is read and tokenised on a thread while
-#: the GPU scores this one, so chunks are a few batches long (the first chunk's preparation is not hidden).
-CUDA_CHUNK_PAIRS, CPU_CHUNK_PAIRS = 2_048, 1_024
 
 
 def tokenize_in_parallel() -> None:
@@ -198,11 +202,7 @@ class InferenceSession:
 
     def summary(self) -> str:
         """Tokens and the padded share of what ran, and the rate inside the model: for the last log line."""
-        stats, seconds = self.stats, max(self.seconds, 1e-9)
-        if not stats.batches:
-            return "no forward pass ran"
-        return (f"{stats.tokens:,} tokens in {stats.batches:,} batches ({len(stats.shapes):,} shapes), "
-                f"{stats.padded_share:.1%} padding, {stats.tokens / seconds:,.0f} tokens/s in the model")
+        return self.stats.summary(self.seconds)
 
 
 __all__ = ["CPU_CHUNK_PAIRS", "CPU_ROWS", "CUDA_BUCKET", "CUDA_CHUNK_PAIRS", "CUDA_ROWS", "CUDA_TOKENS",

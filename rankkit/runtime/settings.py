@@ -12,12 +12,17 @@ CUDA) is checked once, by :func:`rankkit.runtime.compose.load_for_inference`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from rankkit.devices import DEVICES, PRECISIONS, pick_device
 from rankkit.errors import RankkitError
 from rankkit.runtime.registry import get_backend
+
+# torch is imported where a device is picked (inference_device): --backend, --quantize, --precision and --device are
+# validated without it, so a mistake is one line at once (issue 39).
+if TYPE_CHECKING:
+    import torch
 
 #: ``int8-u8`` is ONNX Runtime's dynamic int8 with unsigned weights (:mod:`rankkit.runtime.onnx_backend`).
 QUANTIZATIONS = ("none", "int8", "int8-u8")
@@ -100,13 +105,15 @@ def device_name(requested: str | None, runtime: Runtime) -> str:
     if name == "auto":
         return "auto" if "cuda" in backend.devices else "cpu"
     if name in DEVICES and name not in backend.devices:
-        problem = backend.supports(runtime.given(), torch.device(name))
+        problem = backend.supports(runtime.given(), SimpleNamespace(type=name))  # type: ignore[arg-type]
         raise RankkitError(problem or f"--backend {runtime.backend} does not run on {name}")
     return name
 
 
 def inference_device(requested: str | torch.device | None, runtime: Runtime, local_rank: int = 0) -> torch.device:
     """The device a model runs on under ``runtime`` (:func:`device_name`'s rule; a ``torch.device`` is taken as is)."""
+    import torch
+
     if isinstance(requested, torch.device):
         return requested
     return pick_device(device_name(requested, runtime), local_rank)

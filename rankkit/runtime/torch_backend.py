@@ -3,11 +3,13 @@ CUDA: bf16 encoder weights) or fp16 (CUDA: fp16 encoder weights): :mod:`rankkit.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import torch
+from importlib import metadata
+from typing import TYPE_CHECKING, ClassVar
 
 from rankkit.runtime.registry import Availability, Backend, RuntimeSettings
+
+if TYPE_CHECKING:  # declared without importing torch: the command line checks --backend before any model loads
+    import torch
 
 
 class TorchBackend(Backend):
@@ -19,7 +21,10 @@ class TorchBackend(Backend):
     swaps_encoders = False
 
     def available(self) -> Availability:
-        return Availability(True, f"torch {torch.__version__}")
+        try:
+            return Availability(True, f"torch {metadata.version('torch')}")
+        except metadata.PackageNotFoundError:
+            return Availability(False, "torch is not installed", "pip install torch")
 
     def supports(self, runtime: RuntimeSettings, device: torch.device | None = None) -> str | None:
         problem = super().supports(runtime, device)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from training_helpers import TOPICS, build_model, documents, tiny_backbone, write_corpus, write_topics
 
-from rankkit import cpu
+from rankkit import cpu, devices
 from rankkit.devices import resolve_precision
 from rankkit.formats import write_run
 from rankkit.models import get_model_class
@@ -39,6 +39,7 @@ def on_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:
     """Pretend the CPU has ``flags``, and let ``auto`` consider tiny models (no size floor)."""
     monkeypatch.setattr(cpu, "cpu_flags", lambda: flags)
     monkeypatch.setattr(auto, "AUTO_MIN_PARAMETERS", 0)
+    monkeypatch.setattr(devices, "AUTO_MIN_PARAMETERS", 0)  # the ONNX scorer's reading of it (rankkit rerank)
 
 
 def with_int8_rows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,8 +107,16 @@ def test_candidates_follow_the_cpu_class(backbone: Path, monkeypatch: pytest.Mon
 
 def test_small_models_cuda_and_unmeasured_cpus_run_torch(backbone: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = build_model(get_model_class("mono"), backbone).eval()
-    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"))
+    # A tiny one-label mono: the ONNX scorer's model (rankkit.runtime.scorer), then torch fp32.
+    (scorer, why_scorer), (runtime, why) = auto.candidates(Runtime("auto", "auto", None, "auto"), model,
+                                                            torch.device("cpu"))
+    assert scorer == Runtime("onnx", "none", None, "fp32") and "one-label cross-encoder" in why_scorer
     assert runtime == Runtime("torch", "none", None, "fp32") and "parameters" in why  # tiny: under the floor
+    matrank = build_model(get_model_class("matrank"), backbone).eval()
+    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), matrank, torch.device("cpu"))
+    assert runtime == Runtime("torch", "none", None, "fp32") and "parameters" in why
+    ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"), "encode")
+    assert runtime == Runtime("torch", "none", None, "fp32")
     on_cpu(monkeypatch, frozenset({"fp", "asimd"}))
     ((runtime, why),) = auto.candidates(Runtime("auto", "auto", None, "auto"), model, torch.device("cpu"))
     assert runtime.backend == "torch" and "no measured row" in why and "arm64" in why
@@ -225,16 +234,20 @@ def test_auto_checks_the_properties_of_what_it_chooses(backbone: Path, monkeypat
 
 
 def test_cli_default_is_auto_and_logs_its_choice(cli: Any, backbone: Path, tmp_path: Path) -> None:
-    """The tiny test model is under the size floor: auto is torch fp32, byte for byte the explicit run."""
-    mono = save_model(build_model(get_model_class("mono"), backbone), tmp_path / "mono", {})
+    """The tiny test model is under the size floor: a one-label mono runs the ONNX scorer (issue 39), byte for byte
+    the explicit --backend onnx run; a MatRank runs torch fp32, byte for byte the explicit run."""
     docids = sorted(documents())
     write_run(tmp_path / "first.run", {f"t{i}": {d: float(-k) for k, d in enumerate(docids)} for i in range(2)}, "x")
-    common = ["rerank", "--model", "mono", "--checkpoint", mono, "--run", tmp_path / "first.run", "--topics",
-              write_topics(tmp_path / "topics.tsv"), "--corpus", write_corpus(tmp_path / "corpus.jsonl"), "--depth", 5]
-    result = cli(*common, "--output", tmp_path / "auto.run")
-    assert result.code == 0 and "--backend auto: torch" in result.stderr and "parameters" in result.stderr
-    assert cli(*common, "--output", tmp_path / "torch.run", "--backend", "torch", "--precision", "fp32").code == 0
-    assert (tmp_path / "auto.run").read_bytes() == (tmp_path / "torch.run").read_bytes()
+    inputs = ["--run", tmp_path / "first.run", "--topics", write_topics(tmp_path / "topics.tsv"), "--corpus",
+              write_corpus(tmp_path / "corpus.jsonl"), "--depth", 5]
+    for name, chosen, explicit in (("mono", "onnx fp32", ["--backend", "onnx"]),
+                                   ("matrank", "torch", ["--backend", "torch", "--precision", "fp32"])):
+        checkpoint = save_model(build_model(get_model_class(name), backbone), tmp_path / name, {})
+        common = ["rerank", "--model", name, "--checkpoint", checkpoint, *inputs]
+        result = cli(*common, "--output", tmp_path / "auto.run")
+        assert result.code == 0 and f"--backend auto: {chosen}" in result.stderr and "parameters" in result.stderr
+        assert cli(*common, "--output", tmp_path / "explicit.run", *explicit).code == 0
+        assert (tmp_path / "auto.run").read_bytes() == (tmp_path / "explicit.run").read_bytes()
 
 
 def test_training_precision_auto(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,7 @@ from rankkit.models.cross_encoders import frozen_vectors
 from rankkit.models.cross_encoders.frozen_vectors import FrozenVectors, ids_key
 from rankkit.models.batching import length_order, pad_rows
 from rankkit.models.inputs import pad, tokenize
+from rankkit.models.pair_tokens import assemble_pair, check_positions, segment_ids
 from rankkit.models.pooling import cls_pool, pool
 
 #: Cached ``bi`` vectors kept at most (a few hundred MB at 384 floats each).
@@ -136,11 +137,7 @@ class CrossPairEncoder(PairEncoder):
         else:
             q_ids = dict(zip(unique, tokenize(self.tokenizer, unique, self.max_query_length, add_special_tokens=False)))
             d_ids = tokenize(self.tokenizer, list(texts), self.max_length - 3, add_special_tokens=False)
-        out = []
-        for q, d in zip(queries, d_ids):
-            head = [*self.head_ids, *q_ids[q], sep_id]
-            out.append((head + d[: self.max_length - len(head) - 1] + [sep_id], len(head)))
-        return out
+        return [assemble_pair(self.head_ids, q_ids[q], d, sep_id, self.max_length) for q, d in zip(queries, d_ids)]
 
     def _cut_and_reencode(self, texts: list[str], limit: int) -> list[list[int]]:
         """lightning-ir's truncation: the first ``limit`` tokens decoded to text, then encoded again
@@ -167,21 +164,14 @@ class CrossPairEncoder(PairEncoder):
 
     def _tensors(self, pairs: Sequence[tuple[list[int], int]], width: int) -> dict[str, torch.Tensor]:
         """Input tensors of tokenised pairs, padded to their longest or ``width`` (segment 1 from the passage on)."""
-        limit = position_limit(getattr(self.encoder, "config", None))
         longest = max((len(ids) for ids, _ in pairs), default=0)
-        if limit is not None and longest > limit:
-            # Without this the backbone's position lookup fails deep inside transformers.
-            raise RankkitError(f"a (query, text) input of {longest} tokens exceeds the backbone's {limit} positions "
-                               f"(max_position_embeddings): lower the model's lengths (--max-doc-length, "
-                               f"--max-query-length, --window, --piece-length or rerank --max-length)")
+        check_positions(longest, position_limit(getattr(self.encoder, "config", None)))
         input_ids, attention = pad_rows([ids for ids, _ in pairs], max(longest, width),
                                         int(self.tokenizer.pad_token_id or 0))
         feats = {"input_ids": input_ids, "attention_mask": attention}
         if self._uses_segments:
-            columns = torch.arange(input_ids.shape[1])[None, :]
-            heads = torch.tensor([head for _, head in pairs], dtype=torch.long)[:, None]
             # Passage tokens and the final [SEP]: from the end of the query part to the pair's last token.
-            feats["token_type_ids"] = ((columns >= heads) & attention.bool()).long()
+            feats["token_type_ids"] = torch.from_numpy(segment_ids([head for _, head in pairs], attention.numpy()))
         return feats
 
     def forward(self, features: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
