@@ -31,7 +31,7 @@ import harness
 CROSS_ENCODER = """
 import sys
 from sentence_transformers import CrossEncoder
-folder, topics, corpus, run = sys.argv[1:5]
+folder, run, topics, corpus = sys.argv[1:5]
 q = dict(l.rstrip("\\n").split("\\t", 1) for l in open(topics, encoding="utf-8"))
 d = dict(l.rstrip("\\n").split("\\t", 1) for l in open(corpus, encoding="utf-8"))
 pairs = [(q[l.split()[0]], d[l.split()[2]]) for l in open(run, encoding="utf-8")]

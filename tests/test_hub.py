@@ -82,6 +82,7 @@ def test_a_hub_id_in_the_cache_reranks_as_its_folder(cli: Callable[..., Any], mo
     by_id = rerank(cli, models, "mono", models["ids"]["mono"] + "@" + models["commits"]["mono"], tmp_path / "id.run")
     by_path = rerank(cli, models, "mono", str(models["root"] / "mono"), tmp_path / "path.run")
     assert by_id.code == 0 and by_path.code == 0, by_id.stderr + by_path.stderr
+    assert "the ONNX scorer, without torch" in by_id.stderr  # a tiny one-label mono: auto's choice, by id too
     assert (tmp_path / "id.run").read_bytes() == (tmp_path / "path.run").read_bytes()
     main = rerank(cli, models, "mono", models["ids"]["mono"], tmp_path / "main.run")  # refs/main: the second model
     assert main.code == 0, main.stderr

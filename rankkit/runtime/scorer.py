@@ -16,8 +16,8 @@ What it needs is found in the cache by a key over the checkpoint's files, the mo
 SHA-256, the model's tokenizer as its ``tokenizer.json`` and every tokenisation setting. The first run of a
 checkpoint builds it with torch (:mod:`rankkit.runtime.scorer_build`: the export, checked against torch, and a
 check that this tokenisation gives the model's own token ids on the bundled DL20 pairs); every later run imports
-neither torch nor transformers. Anything else (other models, a quantization, bf16, CUDA, torchrun, a hub id)
-takes the torch path, unchanged.
+neither torch nor transformers. A hub id is its snapshot folder in the Hugging Face cache. Anything else (other
+models, a quantization, bf16, CUDA, torchrun, no checkpoint) takes the torch path, unchanged.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def scorer_applies(model: str, checkpoint: str | os.PathLike[str] | None, runtim
                    small: int | None = None) -> str | None:
     """Why ``rankkit rerank`` with these options does *not* take the scorer, or None when it does.
 
-    It does for ``mono`` from a local checkpoint folder of a one-label classifier on the CPU, one process, with
+    It does for ``mono`` from a checkpoint folder (a hub id's snapshot too) of a one-label classifier on the CPU, one process, with
     ``--backend onnx`` (fp32), or ``--backend auto`` for a model of fewer than ``small`` parameters (auto's
     choice for those: :func:`rankkit.runtime.auto.candidates`; default :data:`rankkit.devices.AUTO_MIN_PARAMETERS`)
     where ONNX Runtime is installed and no GPU is seen.
@@ -163,7 +163,7 @@ def scorer_applies(model: str, checkpoint: str | os.PathLike[str] | None, runtim
     if model != "mono":
         return f"model {model!r} is not a point-wise cross-encoder"
     if checkpoint is None or not Path(checkpoint).is_dir():
-        return "not a local checkpoint folder"
+        return "not a checkpoint folder"
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         return "torchrun"
     if runtime.quantize not in ("auto", "none") or runtime.precision not in ("auto", "fp32"):
@@ -373,7 +373,8 @@ class ScorerSession:
     def of(cls, record: ScorerRecord, *, threads: int | None = None, batch_size: int | None = None,
            max_tokens: int | None = None) -> "ScorerSession":
         session = cls(PairScorer(record, threads), Batching(batch_size or CPU_ROWS, max_tokens))
-        log(f"scoring with {record.export} on ONNX Runtime (fp32; torch not loaded; record {record.path})")
+        log(f"scoring with {record.export} on ONNX Runtime (fp32; the ONNX scorer, without torch; record "
+            f"{record.path})")
         return session
 
     def scores(self, queries: Sequence[str], candidates: Sequence[Sequence[str]],

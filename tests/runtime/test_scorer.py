@@ -104,7 +104,7 @@ def test_second_run_imports_no_torch_and_writes_the_bytes_of_the_torch_onnx_path
     second = rankkit(rerank_args(data, tmp_path / "second", "--backend", "onnx"), cache)
     assert second["code"] == 0, second
     assert second["heavy"] == [], f"the second run imported {second['heavy']}"
-    assert "torch not loaded" in str(second["stderr"])
+    assert "the ONNX scorer, without torch" in str(second["stderr"])
     assert (tmp_path / "first").read_bytes() == (tmp_path / "second").read_bytes()
     assert torch_onnx_run(data, tmp_path / "through-torch", cache, monkeypatch) == (tmp_path / "second").read_bytes()
 
