@@ -151,8 +151,8 @@ def scorer_applies(model: str, checkpoint: str | os.PathLike[str] | None, runtim
                    small: int | None = None) -> str | None:
     """Why ``rankkit rerank`` with these options does *not* take the scorer, or None when it does.
 
-    It does for ``mono`` from a checkpoint folder (a hub id's snapshot too) of a one-label classifier on the CPU, one process, with
-    ``--backend onnx`` (fp32), or ``--backend auto`` for a model of fewer than ``small`` parameters (auto's
+    It does for ``mono`` from a checkpoint folder (a hub id's snapshot too) of a one-label classifier on the CPU,
+    one process, with ``--backend onnx`` (fp32), or ``--backend auto`` for a model of fewer than ``small`` parameters (auto's
     choice for those: :func:`rankkit.runtime.auto.candidates`; default :data:`rankkit.devices.AUTO_MIN_PARAMETERS`)
     where ONNX Runtime is installed and no GPU is seen.
     """
