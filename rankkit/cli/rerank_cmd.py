@@ -84,7 +84,8 @@ def rerank_command(
     device = device_for(device, runtime)
     from rankkit.docstore import open_docstore
     from rankkit.reranking import rerank_run, run_sample
-    from rankkit.runtime.scorer import open_scorer, scorer_applies
+    from rankkit.runtime.scorer import scorer_applies
+    from rankkit.runtime.scorer_build import open_scorer
 
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None

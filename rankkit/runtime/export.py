@@ -194,17 +194,11 @@ def quiet_logging() -> Iterator[None]:
 
 def new_session(path: Path, threads: int | None, config: Mapping[str, str] | None = None) -> Any:
     """An ONNX Runtime CPU session over ``path`` (all graph optimisations; ``threads`` intra-op threads);
-    ``config``: session config entries on top (the benchmark probes compare options on rankkit's own sessions)."""
-    import onnxruntime as ort
+    ``config``: session config entries on top (the benchmark probes compare options on rankkit's own sessions).
+    Threads default to torch's (the ONNX scorer, which has no torch, to the CPUs it may use)."""
+    from rankkit.runtime.scorer import ort_session
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = int(threads) if threads else torch.get_num_threads()
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # errors only: its warnings would break rankkit's one-line output
-    for key, value in (config or {}).items():
-        options.add_session_config_entry(key, value)
-    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    return ort_session(path, threads or torch.get_num_threads(), config)
 
 
 def run_probe(path: Path, slot: EncoderSlot, feeds: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -126,11 +126,12 @@ def safetensors_parameters(folder: Path) -> int | None:
 def classifier_folder(folder: Path) -> bool:
     """A one-label ``*ForSequenceClassification`` folder with a fast tokenizer, as rankkit's mono writes it (or
     a published cross-encoder): what the scorer can run. Read from its JSON files only."""
+    # Bounded reads (size and depth): a hostile folder (a link to /dev/zero, JSON nested 200k deep) is left to the
+    # torch path, which refuses it in one line.
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        settings = json.loads((folder / "rankkit.json").read_text(encoding="utf-8")) \
-            if (folder / "rankkit.json").is_file() else {}
-    except (OSError, ValueError):
+        config = read_json(folder / "config.json")
+        settings = read_json(folder / "rankkit.json") if (folder / "rankkit.json").is_file() else {}
+    except (OSError, ValueError, RecursionError, RankkitError):
         return False
     if not isinstance(config, dict) or not isinstance(settings, dict):
         return False
@@ -228,39 +229,6 @@ def write_record(record: ScorerRecord) -> Path:
     return path
 
 
-def declined_path(key: str) -> Path:
-    """Where the reason the scorer cannot run a checkpoint is kept (so later runs go to torch at once)."""
-    return record_path(key).with_suffix(".declined")
-
-
-def open_scorer(model: str, checkpoint: str | os.PathLike[str], runtime: Any, *, settings: Mapping[str, Any],
-                max_length: int | None = None, batch_size: int | None = None,
-                max_tokens: int | None = None) -> ScorerSession | None:
-    """The scorer session of ``checkpoint`` (its record found, or built once through torch), or None when the
-    scorer cannot run it (the reason logged and remembered: the caller goes the torch way)."""
-    from rankkit import devices
-
-    key = scorer_key(checkpoint, model, settings, max_length)
-    record = find_record(key)
-    if record is None:
-        declined = declined_path(key)
-        if declined.is_file():
-            return None
-        from rankkit.runtime.scorer_build import build_record
-
-        record, why = build_record(model, checkpoint, key, settings=settings, max_length=max_length,
-                                   threads=runtime.threads)
-        if record is None:
-            log(f"the ONNX scorer does not run {checkpoint} ({why}); scoring through torch")
-            with atomic_write(declined) as handle:
-                handle.write(why + "\n")
-            return None
-    if runtime.backend == "auto":
-        log(f"--backend auto: onnx fp32 (a one-label cross-encoder under {devices.AUTO_MIN_PARAMETERS:,} parameters: ONNX "
-            "Runtime on the checked fp32 export, lossless within 1e-4 of torch, scored without importing torch)")
-    return ScorerSession.of(record, threads=runtime.threads, batch_size=batch_size, max_tokens=max_tokens)
-
-
 # -- the scorer -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CpuDevice:
@@ -276,17 +244,22 @@ CPU = CpuDevice()
 
 
 def default_threads() -> int:
-    """Intra-op threads when not told: the CPUs this process may run on."""
+    """Intra-op threads when not told, as torch counts them: ``OMP_NUM_THREADS`` when set (parallel jobs on few
+    cores set it to 1), else the CPUs this process may run on. (ONNX Runtime's results do not depend on it: bitwise
+    equal at 1 and 2 threads on the MiniLM mono's export, measured.)"""
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
 
 
-def ort_session(path: str | os.PathLike[str], threads: int | None) -> Any:
-    """An ONNX Runtime CPU session over ``path``: every graph optimisation, ``threads`` intra-op threads, errors
-    only in its log (its warnings would break rankkit's one-line output). The torch path's sessions are the same
-    (:func:`rankkit.runtime.export.new_session`)."""
+def ort_session(path: str | os.PathLike[str], threads: int | None, config: Mapping[str, str] | None = None) -> Any:
+    """An ONNX Runtime CPU session over ``path``: every graph optimisation, ``threads`` intra-op threads (default:
+    :func:`default_threads`), errors only in its log (its warnings would break rankkit's one-line output);
+    ``config``: session config entries on top. Every ONNX Runtime session of rankkit is made here."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -294,6 +267,8 @@ def ort_session(path: str | os.PathLike[str], threads: int | None) -> Any:
     options.intra_op_num_threads = int(threads) if threads else default_threads()
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -423,6 +398,6 @@ class ScorerSession:
 
 
 __all__ = ["NOT_MODEL_FILES", "SCORER_VERSION", "CpuDevice", "PairScorer", "PairTokenizer", "ScorerRecord",
-           "ScorerSession", "classifier_folder", "declined_path", "find_record", "has_cuda_device", "open_scorer",
+           "ScorerSession", "classifier_folder", "find_record", "has_cuda_device",
            "ort_session", "record_path", "safetensors_parameters", "scorer_applies", "scorer_folder", "scorer_key",
            "write_record"]

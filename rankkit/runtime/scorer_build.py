@@ -1,4 +1,5 @@
-"""Building the ONNX scorer's record of a checkpoint (:mod:`rankkit.runtime.scorer`): once per checkpoint, with torch.
+"""Opening the ONNX scorer of a checkpoint (:mod:`rankkit.runtime.scorer`): its record found in the cache, or built
+once, with torch (imported only then).
 
 The model is loaded on ``--backend onnx`` (its checked fp32 export built or found in the cache,
 :mod:`rankkit.runtime.export`), its tokenizer written as ``tokenizers`` JSON beside the record, and the
@@ -15,11 +16,49 @@ from typing import Any, Mapping
 
 from rankkit.console import log
 from rankkit.files import atomic_write, file_sha256
-from rankkit.runtime.scorer import PairTokenizer, ScorerRecord, record_path, write_record
+from rankkit import devices
+from rankkit.runtime.scorer import (
+    PairTokenizer,
+    ScorerRecord,
+    ScorerSession,
+    find_record,
+    record_path,
+    scorer_key,
+    write_record,
+)
 from rankkit.runtime.settings import Runtime
 
 #: Calibration rows compared token by token (queries and passages of the bundled DL20 file).
 CHECKED_ROWS = 64
+
+
+def declined_path(key: str) -> Path:
+    """Where the reason the scorer cannot run a checkpoint is kept (so later runs go to torch at once)."""
+    return record_path(key).with_suffix(".declined")
+
+
+def open_scorer(model: str, checkpoint: str | os.PathLike[str], runtime: Any, *, settings: Mapping[str, Any],
+                max_length: int | None = None, batch_size: int | None = None,
+                max_tokens: int | None = None) -> ScorerSession | None:
+    """The scorer session of ``checkpoint`` (its record found, or built once through torch), or None when the
+    scorer cannot run it (the reason logged and remembered: the caller goes the torch way)."""
+    key = scorer_key(checkpoint, model, settings, max_length)
+    record = find_record(key)
+    if record is None:
+        declined = declined_path(key)
+        if declined.is_file():
+            return None
+        record, why = build_record(model, checkpoint, key, settings=settings, max_length=max_length,
+                                   threads=runtime.threads)
+        if record is None:
+            log(f"the ONNX scorer does not run {checkpoint} ({why}); scoring through torch")
+            with atomic_write(declined) as handle:
+                handle.write(why + "\n")
+            return None
+    if runtime.backend == "auto":
+        log(f"--backend auto: onnx fp32 (a one-label cross-encoder under {devices.AUTO_MIN_PARAMETERS:,} parameters: ONNX "
+            "Runtime on the checked fp32 export, lossless within 1e-4 of torch, scored without importing torch)")
+    return ScorerSession.of(record, threads=runtime.threads, batch_size=batch_size, max_tokens=max_tokens)
 
 
 def build_record(name: str, checkpoint: str | os.PathLike[str], key: str, *, settings: Mapping[str, Any],
@@ -86,4 +125,4 @@ def _first_difference(record: ScorerRecord, pairs: Any) -> str | None:
     return None if len(ours) == len(theirs) else "a different number of pairs"
 
 
-__all__ = ["CHECKED_ROWS", "build_record"]
+__all__ = ["CHECKED_ROWS", "build_record", "declined_path", "open_scorer"]

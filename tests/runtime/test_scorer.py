@@ -215,7 +215,7 @@ def test_a_two_label_classifier_is_not_the_scorers(tmp_path: Path) -> None:
 
 def test_a_declined_checkpoint_goes_to_torch_at_once_the_next_time(data: dict[str, Path], tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from rankkit.runtime import scorer, scorer_build
+    from rankkit.runtime import scorer_build
 
     monkeypatch.setenv("RANKKIT_CACHE_DIR", str(tmp_path))
     calls = []
@@ -226,10 +226,10 @@ def test_a_declined_checkpoint_goes_to_torch_at_once_the_next_time(data: dict[st
 
     monkeypatch.setattr(scorer_build, "build_record", declining)
     onnx = Runtime("onnx", "none", None, "fp32")
-    assert scorer.open_scorer("mono", data["mono"], onnx, settings={}) is None
-    assert scorer.open_scorer("mono", data["mono"], onnx, settings={}) is None
+    assert scorer_build.open_scorer("mono", data["mono"], onnx, settings={}) is None
+    assert scorer_build.open_scorer("mono", data["mono"], onnx, settings={}) is None
     assert len(calls) == 1
-    assert scorer.declined_path(scorer_key(data["mono"], "mono", {}, None)).read_text(encoding="utf-8") == "a reason\n"
+    assert scorer_build.declined_path(scorer_key(data["mono"], "mono", {}, None)).read_text(encoding="utf-8") == "a reason\n"
 
 
 def test_when_the_scorer_applies(data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,3 +260,21 @@ def test_back_indices_give_identical_texts_one_score() -> None:
     assert to_canonical(lists, orders) == [["a", "b", "b", "c"], []]
     scores = [0.1, 0.2, 0.25, 0.3]  # in canonical order; the second "b" would get 0.25 in inexact arithmetic
     assert [scores[i] for i in back_indices(orders[0], lists[0])] == [0.2, 0.1, 0.2, 0.3]
+
+
+def test_a_hostile_folder_is_left_to_the_torch_path_without_reading_it_whole(data: dict[str, Path],
+                                                                              tmp_path: Path) -> None:
+    """The scorer's look at a folder reads its JSON bounded (a link to /dev/zero once grew a test process to 24 GB
+    before the OOM killer); tests/reliability has the torch path's one-line refusals of the same folders."""
+    import shutil
+
+    for name, target in (("config.json", "/dev/zero"), ("rankkit.json", "/dev/zero")):
+        folder = tmp_path / name
+        shutil.copytree(data["mono"], folder)
+        (folder / name).unlink()
+        (folder / name).symlink_to(target)
+        assert not classifier_folder(folder)
+    deep = tmp_path / "deep"
+    shutil.copytree(data["mono"], deep)
+    (deep / "config.json").write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    assert not classifier_folder(deep)
