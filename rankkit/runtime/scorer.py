@@ -130,7 +130,7 @@ def classifier_folder(folder: Path) -> bool:
     # torch path, which refuses it in one line.
     try:
         config = read_json(folder / "config.json")
-        settings = read_json(folder / "rankkit.json") if (folder / "rankkit.json").is_file() else {}
+        settings = read_json(folder / "rankkit.json") if os.path.lexists(folder / "rankkit.json") else {}
     except (OSError, ValueError, RecursionError, RankkitError):
         return False
     if not isinstance(config, dict) or not isinstance(settings, dict):
