@@ -118,8 +118,8 @@ def safetensors_parameters(folder: Path) -> int | None:
             for name, entry in header.items():
                 if name != "__metadata__":
                     total += int(np.prod(entry["shape"], dtype=np.int64))
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, MemoryError, struct.error):
+        return None  # the torch path's loader says what is wrong with it, in one line
     return total
 
 
@@ -165,7 +165,7 @@ def scorer_applies(model: str, checkpoint: str | os.PathLike[str] | None, runtim
         return f"model {model!r} is not a point-wise cross-encoder"
     if checkpoint is None or not Path(checkpoint).is_dir():
         return "not a checkpoint folder"
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+    if os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1"):
         return "torchrun"
     if runtime.quantize not in ("auto", "none") or runtime.precision not in ("auto", "fp32"):
         return "a quantization or precision the scorer does not run"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rankkit.console import log
+from rankkit.errors import EnvironmentFailure, RankkitError
 from rankkit.files import atomic_write, file_sha256
 from rankkit import devices
 from rankkit.runtime.scorer import (
@@ -48,8 +49,17 @@ def open_scorer(model: str, checkpoint: str | os.PathLike[str], runtime: Any, *,
         declined = declined_path(key)
         if declined.is_file():
             return None
-        record, why = build_record(model, checkpoint, key, settings=settings, max_length=max_length,
-                                   threads=runtime.threads)
+        try:
+            record, why = build_record(model, checkpoint, key, settings=settings, max_length=max_length,
+                                       threads=runtime.threads)
+        except EnvironmentFailure:
+            raise
+        except RankkitError as err:
+            if runtime.backend != "auto":
+                raise  # the user's --backend onnx: its export's refusal is the answer (as through torch)
+            # auto's first choice failed (an export that does not hold on another shape: BigBird's attention
+            # switch): the next of auto's rows, through torch, as auto.choose does.
+            record, why = None, f"--backend auto: not onnx fp32 ({err})"
         if record is None:
             log(f"the ONNX scorer does not run {checkpoint} ({why}); scoring through torch")
             with atomic_write(declined) as handle:

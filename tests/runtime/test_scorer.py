@@ -278,3 +278,21 @@ def test_a_hostile_folder_is_left_to_the_torch_path_without_reading_it_whole(dat
     shutil.copytree(data["mono"], deep)
     (deep / "config.json").write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
     assert not classifier_folder(deep)
+
+
+def test_an_export_that_fails_is_autos_next_row_and_the_users_error(data: dict[str, Path], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """BigBird's tiny mono: its export fails on the second probe shape. auto goes on to torch (as auto.choose does);
+    an explicit --backend onnx gets the refusal (tests/models/test_models_bigbird.py runs the real case)."""
+    from rankkit.errors import RankkitError
+    from rankkit.runtime import scorer_build
+
+    monkeypatch.setenv("RANKKIT_CACHE_DIR", str(tmp_path))
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RankkitError("the ONNX export of encoder fails on a batch of another shape")
+
+    monkeypatch.setattr(scorer_build, "build_record", failing)
+    with pytest.raises(RankkitError, match="another shape"):
+        scorer_build.open_scorer("mono", data["mono"], Runtime("onnx", "none", None, "fp32"), settings={})
+    assert scorer_build.open_scorer("mono", data["mono"], Runtime("auto", "auto", None, "auto"), settings={}) is None
