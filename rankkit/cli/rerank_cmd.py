@@ -84,20 +84,13 @@ def rerank_command(
     device = device_for(device, runtime)
     from rankkit.docstore import open_docstore
     from rankkit.reranking import rerank_run, run_sample
-    from rankkit.runtime.scorer import scorer_applies
-    from rankkit.runtime.scorer_build import open_scorer
+    from rankkit.runtime.scorer_build import scorer_for
 
     queries = load_topics(topics, topic_field)
     corpus = resolve_corpus(corpus) if corpus is not None else None
     # A one-label cross-encoder on the CPU: its cached ONNX export, without torch (rankkit.runtime.scorer).
-    scorer = None
-    if checkpoint is not None:
-        from rankkit.hub import resolve_model
-
-        folder = resolve_model(checkpoint).path  # a hub id: its snapshot in the cache (downloaded if needed)
-        if scorer_applies(model, folder, runtime, device) is None:
-            scorer = open_scorer(model, folder, runtime, settings=overrides, max_length=max_length,
-                                 batch_size=batch_size, max_tokens=max_tokens)
+    scorer = scorer_for(model, checkpoint, runtime, device, settings=overrides, max_length=max_length,
+                        batch_size=batch_size, max_tokens=max_tokens)
     if scorer is not None:
         with open_docstore(corpus=corpus, index=index, cache_dir=cache_dir) as store:
             rerank_run(scorer, run, queries, store, output, depth=depth, tag=runtag)

@@ -24,6 +24,7 @@ from rankkit.runtime.scorer import (
     ScorerSession,
     find_record,
     record_path,
+    scorer_applies,
     scorer_key,
     write_record,
 )
@@ -31,6 +32,22 @@ from rankkit.runtime.settings import Runtime
 
 #: Calibration rows compared token by token (queries and passages of the bundled DL20 file).
 CHECKED_ROWS = 64
+
+
+def scorer_for(model: str, checkpoint: str | os.PathLike[str] | None, runtime: Any, device: str, *,
+               settings: Mapping[str, Any], max_length: int | None = None, batch_size: int | None = None,
+               max_tokens: int | None = None) -> ScorerSession | None:
+    """``rankkit rerank``'s ONNX scorer for these options (:func:`rankkit.runtime.scorer.scorer_applies`; a hub id is
+    its snapshot folder, downloaded if needed), or None: the torch path."""
+    if checkpoint is None:
+        return None
+    from rankkit.hub import resolve_model
+
+    folder = resolve_model(checkpoint).path
+    if scorer_applies(model, folder, runtime, device) is not None:
+        return None
+    return open_scorer(model, folder, runtime, settings=settings, max_length=max_length, batch_size=batch_size,
+                       max_tokens=max_tokens)
 
 
 def declined_path(key: str) -> Path:
@@ -135,4 +152,4 @@ def _first_difference(record: ScorerRecord, pairs: Any) -> str | None:
     return None if len(ours) == len(theirs) else "a different number of pairs"
 
 
-__all__ = ["CHECKED_ROWS", "build_record", "declined_path", "open_scorer"]
+__all__ = ["CHECKED_ROWS", "build_record", "declined_path", "open_scorer", "scorer_for"]
