@@ -20,7 +20,7 @@ def env_command() -> None:
     `--add-modules=jdk.incubator.vector` when the runtime lacks that module and lets
     `pyserini.search.lucene` import without OPENAI_API_KEY. For POSIX shells (bash, zsh, dash).
     """
-    from rankkit.lexical.pyserini_env import format_exports, shell_exports
+    from rankkit.lexical.shell_env import format_exports, shell_exports
 
     typer.echo(format_exports(shell_exports()), nl=False)
     if sys.stdout.isatty():  # printed, not evaluated: say how it is meant to be used

@@ -15,8 +15,8 @@ its own, for two reasons that only code inside the Python process can fix:
 
 :func:`install_hook` does both, lazily: an import hook acts when those modules are first imported, so
 a Python that never touches Pyserini pays a dictionary look-up per import. ``rankkit env`` prints the
-exports (``JAVA_HOME``, ``PATH`` with that Java and this environment's ``python`` first, and
-``PYTHONPATH`` with :data:`SITE_DIR`, whose ``sitecustomize.py`` installs the hook at start-up).
+exports (:mod:`rankkit.lexical.shell_env`: ``JAVA_HOME``, ``PATH`` with that Java and this environment's ``python``
+first, and ``PYTHONPATH`` with :data:`SITE_DIR`, whose ``sitecustomize.py`` installs the hook at start-up).
 """
 
 from __future__ import annotations
@@ -160,35 +160,5 @@ def install_hook() -> None:
         configure_jnius(sys.modules["jnius_config"], os.environ.get("JAVA_HOME"))
 
 
-def _prepend(first: Sequence[str], rest: str) -> str:
-    """A search path with ``first`` in front and every other copy of them taken out (so rerunning is harmless)."""
-    tail = [p for p in rest.split(os.pathsep) if p and p not in first]
-    return os.pathsep.join([*first, *tail])
-
-
-def shell_exports() -> dict[str, str]:
-    """The variables ``rankkit env`` sets: ``JAVA_HOME``, ``PATH`` and ``PYTHONPATH`` (module doc).
-
-    Raises :class:`rankkit.lexical.java.JavaError` when the runtime is missing or too old.
-    """
-    from rankkit.lexical.java import check_java
-
-    home, _ = check_java()
-    # This environment's own bin folder (not the resolved interpreter): its python has pyserini, its rankkit is this.
-    python_bin = str(Path(sys.executable).parent)
-    return {
-        "JAVA_HOME": str(home),
-        "PATH": _prepend([str(home / "bin"), python_bin], os.environ.get("PATH", "")),
-        "PYTHONPATH": _prepend([str(SITE_DIR)], os.environ.get("PYTHONPATH", "")),
-    }
-
-
-def format_exports(exports: dict[str, str]) -> str:
-    """POSIX shell ``export`` lines (bash, zsh, dash), values quoted for ``eval``."""
-    import shlex
-
-    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in exports.items())
-
-
-__all__ = ["PyseriniHook", "SITE_DIR", "configure_jnius", "drop_vector_option", "format_exports", "install_hook",
-           "lacks_vector_module", "runtime_major", "runtime_modules", "shell_exports"]
+__all__ = ["PyseriniHook", "SITE_DIR", "configure_jnius", "drop_vector_option", "install_hook", "lacks_vector_module",
+           "runtime_major", "runtime_modules"]

@@ -24,7 +24,7 @@ from rankkit.docstore import open_docstore
 from rankkit.errors import RankkitError
 from rankkit.formats import read_run, read_topics
 from rankkit.lexical import java
-from rankkit.lexical.pyserini_env import shell_exports
+from rankkit.lexical.shell_env import shell_exports
 from rankkit.lexical.search import Bm25Params, Bm25Searcher, retrieve_bm25
 
 DOCS = 300
