@@ -82,6 +82,9 @@ class RankingModel(torch.nn.Module, abc.ABC):
     """A trainable ranker registered in :data:`rankkit.models.MODELS` under :attr:`name`."""
 
     name: ClassVar[str]
+    #: The family a declaration built from the class names (:meth:`rankkit.models.declaration.ModelSpec.of_class`):
+    #: ``passages`` here, ``bi-encoder`` for :class:`BiEncoder`, ``documents`` for document models.
+    family: ClassVar[str] = "passages"
     #: The model's declaration, when the class was declared with ``spec=`` (a plug-in may set the attributes itself).
     spec: ClassVar[ModelSpec | None] = None
     #: The model's typed settings (one dataclass; CLI options and rankkit.json come from it).
@@ -347,6 +350,7 @@ class BiEncoder(RankingModel):
     """
 
     output_type = InBatchOutput
+    family: ClassVar[str] = "bi-encoder"
     #: Query and passage are encoded apart: a passage's score is its similarity to the query, whatever its list.
     permutation_invariant: ClassVar[bool] = True
 

@@ -68,14 +68,10 @@ class ModelSpec:
     @classmethod
     def of_class(cls, model: type[RankingModel]) -> "ModelSpec":
         """The spec of a class that declares its attributes itself (a plug-in registered as a class)."""
-        from rankkit.models.base import BiEncoder
-        from rankkit.models.documents.base import DocumentModel
-
         own = model.__dict__.get("spec")
         if isinstance(own, ModelSpec):
             return own
-        family = "bi-encoder" if issubclass(model, BiEncoder) else \
-            "documents" if issubclass(model, DocumentModel) else "passages"
+        family = getattr(model, "family", "passages")  # the class's own (BiEncoder and document models set theirs)
         doc = (model.__doc__ or "").strip().splitlines()
         return cls(name=getattr(model, "name", None), target=f"{model.__module__}:{model.__qualname__}",  # type: ignore[arg-type]
                    config_class=model.config_class, family=family, output_type=model.output_type,

@@ -51,6 +51,7 @@ from rankkit.models.encoder_slots import EncoderSlot, hf_slot
 class DocumentModel(EncoderHeadFiles, RankingModel):
     """A re-ranker of long documents from their passages' ``[CLS]`` vectors (see module doc)."""
 
+    family: ClassVar[str] = "documents"
     paper: ClassVar[str] = PARADE_PAPER
 
     config_class: ClassVar[type[ModelConfig]] = PassageWindowConfig
