@@ -45,8 +45,9 @@ K = TypeVar("K")
 
 #: Bumped when what a record holds or how it is used changes (older records are then rebuilt).
 SCORER_VERSION = 1
-#: Files of a checkpoint folder that are not the model (written beside it by training; never read at inference).
-NOT_MODEL_FILES = ("README.md", "metrics.csv", "training.log")
+#: Files of a checkpoint folder that are not the model: the card and the training run's files beside it
+#: (rankkit.models.card.TRAINING_FILES; a train.log still growing must not change the key).
+NOT_MODEL_FILES = ("README.md", "metrics.csv", "training.png", "train.log")
 
 
 def scorer_folder() -> Path:

@@ -296,3 +296,18 @@ def test_an_export_that_fails_is_autos_next_row_and_the_users_error(data: dict[s
     with pytest.raises(RankkitError, match="another shape"):
         scorer_build.open_scorer("mono", data["mono"], Runtime("onnx", "none", None, "fp32"), settings={})
     assert scorer_build.open_scorer("mono", data["mono"], Runtime("auto", "auto", None, "auto"), settings={}) is None
+
+
+def test_the_key_follows_the_model_files_not_the_training_runs(data: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    from rankkit.models.card import TRAINING_FILES
+
+    folder = tmp_path / "ck"
+    shutil.copytree(data["mono"], folder)
+    key = scorer_key(folder, "mono", {}, None)
+    for name in {*TRAINING_FILES, "README.md"} - {"tensorboard"}:
+        (folder / name).write_text("grows while a run trains", encoding="utf-8")
+    assert scorer_key(folder, "mono", {}, None) == key
+    (folder / "config.json").write_text((folder / "config.json").read_text(encoding="utf-8") + " ", encoding="utf-8")
+    assert scorer_key(folder, "mono", {}, None) != key
