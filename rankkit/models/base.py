@@ -30,7 +30,7 @@ from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.hub import ModelSource
 from rankkit.models.batching import current_batching, plan_batches, record_mask, widen
-from rankkit.models.canonical import back_indices, canonical_orders, to_canonical  # noqa: F401  (re-exported)
+from rankkit.models.canonical import back_indices, canonical_orders, to_canonical
 from rankkit.models.config import ModelConfig
 from rankkit.models.declaration import ModelSpec, TrainingDefaults
 from rankkit.models.inputs import GroupBatch, TextFeatures, candidate_batch

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rankkit.models.batching import pad_rows
-from rankkit.models.pair_tokens import CHARS_PER_TOKEN, clip_texts  # noqa: F401  (CHARS_PER_TOKEN re-exported)
+from rankkit.models.pair_tokens import clip_texts
 
 
 @dataclass

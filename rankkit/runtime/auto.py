@@ -201,10 +201,9 @@ def candidates(runtime: Runtime, model: RankingModel, device: torch.device,
             # The ONNX scorer's model (rankkit.runtime.scorer): the export is built once per checkpoint, and
             # every later `rankkit rerank` of it starts in ~0.4 s instead of ~4 s of torch and transformers
             # imports (issue 39). The CLI and this path run the same graph on the same batches: the same numbers.
-            return [(Runtime("onnx", "none", threads, "fp32"),
-                     f"a one-label cross-encoder under {AUTO_MIN_PARAMETERS:,} parameters: ONNX Runtime on the "
-                     "checked fp32 export (lossless within 1e-4 of torch; `rankkit rerank` then runs it without "
-                     "importing torch)")] + small
+            from rankkit.runtime.scorer import auto_reason
+
+            return [(Runtime("onnx", "none", threads, "fp32"), auto_reason(AUTO_MIN_PARAMETERS))] + small
         return small
     cls, family = cpu_class(), family_of(model)
     out = []

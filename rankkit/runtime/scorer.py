@@ -186,6 +186,13 @@ def scorer_applies(model: str, checkpoint: str | os.PathLike[str] | None, runtim
     return None
 
 
+def auto_reason(threshold: int) -> str:
+    """Why ``--backend auto`` runs a one-label cross-encoder under ``threshold`` parameters on onnx fp32: said by
+    :func:`rankkit.runtime.auto.candidates` and, for the run that never imports auto, by the scorer's opener."""
+    return (f"a one-label cross-encoder under {threshold:,} parameters: ONNX Runtime on the checked fp32 export "
+            "(lossless within 1e-4 of torch; `rankkit rerank` then runs it without importing torch)")
+
+
 def scorer_key(checkpoint: str | os.PathLike[str], model: str, settings: Mapping[str, Any],
                max_length: int | None) -> str:
     """SHA-256 (hex) of what decides the scores: every model file of the checkpoint folder (names and bytes), the
@@ -399,6 +406,6 @@ class ScorerSession:
 
 
 __all__ = ["NOT_MODEL_FILES", "SCORER_VERSION", "CpuDevice", "PairScorer", "PairTokenizer", "ScorerRecord",
-           "ScorerSession", "classifier_folder", "find_record", "has_cuda_device",
+           "ScorerSession", "auto_reason", "classifier_folder", "find_record", "has_cuda_device",
            "ort_session", "record_path", "safetensors_parameters", "scorer_applies", "scorer_folder", "scorer_key",
            "write_record"]

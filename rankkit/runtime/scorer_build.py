@@ -22,6 +22,7 @@ from rankkit.runtime.scorer import (
     PairTokenizer,
     ScorerRecord,
     ScorerSession,
+    auto_reason,
     find_record,
     record_path,
     scorer_applies,
@@ -83,8 +84,7 @@ def open_scorer(model: str, checkpoint: str | os.PathLike[str], runtime: Any, *,
                 handle.write(why + "\n")
             return None
     if runtime.backend == "auto":
-        log(f"--backend auto: onnx fp32 (a one-label cross-encoder under {devices.AUTO_MIN_PARAMETERS:,} parameters: ONNX "
-            "Runtime on the checked fp32 export, lossless within 1e-4 of torch, scored without importing torch)")
+        log(f"--backend auto: onnx fp32 ({auto_reason(devices.AUTO_MIN_PARAMETERS)})")
     return ScorerSession.of(record, threads=runtime.threads, batch_size=batch_size, max_tokens=max_tokens)
 
 

@@ -14,7 +14,8 @@ from training_helpers import documents, write_corpus, write_groups, write_topics
 
 from rankkit.formats import write_run
 from rankkit.models.backbone import load_tokenizer
-from rankkit.models.inputs import CHARS_PER_TOKEN, tokenize
+from rankkit.models.inputs import tokenize
+from rankkit.models.pair_tokens import CHARS_PER_TOKEN
 
 CHECKPOINTS = Path(__file__).parents[1] / "data" / "checkpoints-v0.1.0"
 

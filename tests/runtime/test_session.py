@@ -65,7 +65,8 @@ def old_candidate_scores(model: Any, queries: Sequence[str], candidates: Sequenc
                          batch_size: int) -> list[torch.Tensor]:
     """CandidateListModel.rerank_scores as it was before sessions, on each list in its canonical order (issue 37:
     a permutation-invariant model scores that order) and mapped back."""
-    from rankkit.models.base import canonical_orders, from_canonical, to_canonical
+    from rankkit.models.base import from_canonical
+    from rankkit.models.canonical import canonical_orders, to_canonical
 
     orders = canonical_orders(candidates)
     return from_canonical(_old_scores(model, queries, to_canonical(candidates, orders), batch_size), orders, candidates)

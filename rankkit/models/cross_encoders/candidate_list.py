@@ -25,7 +25,8 @@ from torch import nn
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
-from rankkit.models.base import RankingModel, canonical_orders, from_canonical, to_canonical
+from rankkit.models.base import RankingModel, from_canonical
+from rankkit.models.canonical import canonical_orders, to_canonical
 from rankkit.models.config import ModelConfig
 from rankkit.models.cross_encoders.configs import MATRANK_PAPER, CandidateListConfig
 from rankkit.models.cross_encoders.pair_encoders import BiPairEncoder, CrossPairEncoder, PairEncoder

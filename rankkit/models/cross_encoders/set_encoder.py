@@ -46,7 +46,8 @@ from torch import nn
 from rankkit.console import report_work
 from rankkit.errors import RankkitError
 from rankkit.models import backbone as bb
-from rankkit.models.base import ActivationCheckpointing, canonical_orders, from_canonical, to_canonical
+from rankkit.models.base import ActivationCheckpointing, from_canonical
+from rankkit.models.canonical import canonical_orders, to_canonical
 from rankkit.models.batching import record_mask
 from rankkit.models.config import ModelConfig
 from rankkit.models.cross_encoders.configs import SET_ENCODER, SetEncoderConfig
